@@ -1,0 +1,37 @@
+import type { ConnectorDefinition } from "./connector-schema.js";
+
+/** One entry of `SUPPLIER_SYNC_SUPPLIERS`. */
+export interface SupplierConfig {
+  /** Matches `^[a-z][a-z0-9_-]{0,62}$`. */
+  name: string;
+  /** Slot length; also the ticker interval. At least 1 s. */
+  intervalMs: number;
+  enabled: boolean;
+}
+
+/** The whole validated configuration of one process. Built only by `loadConfig`. */
+export interface Config {
+  suppliers: SupplierConfig[];
+  /** `DATABASE_URL`; undefined means embedded PostgreSQL (never in production). */
+  databaseUrl: string | undefined;
+  /** Absolute path of `SUPPLIER_SYNC_CONNECTORS_DIR`. */
+  connectorsDir: string;
+  httpAddr: { host: string; port: number };
+  maxConcurrentTicks: number;
+  dbPoolMax: number;
+  shutdownTimeoutMs: number;
+  retryBackoffMs: number;
+  logLevel: string;
+  production: boolean;
+  /**
+   * Reads a secret env var named by a connector file (`tokenEnv` etc.). A snapshot
+   * taken by the config module, which stays the only reader of `process.env`.
+   */
+  readSecretEnv: (name: string) => string | undefined;
+}
+
+/** What `loadConnectors` found for one supplier. A bad connector is an error for that supplier only. */
+export type ConnectorStatus =
+  | { status: "ok"; definition: ConnectorDefinition; path: string }
+  | { status: "missing"; path: string }
+  | { status: "invalid"; path: string; reason: string };

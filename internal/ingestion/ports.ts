@@ -1,0 +1,113 @@
+/**
+ * The ports of the ingestion domain. Glossary:
+ *
+ * - **supplier**: one configured catalog source, named in `SUPPLIER_SYNC_SUPPLIERS`.
+ * - **slot**: the supplier's interval aligned to the Unix epoch; every instance computes the same one.
+ * - **tick**: one attempt to sync a supplier: lease → recovery → due gate → run → release.
+ * - **run**: a durable record (`ingestion_runs`) of one catalog walk.
+ * - **step**: one page of a run: fetch → validate → upsert, committed with its data.
+ * - **walk**: the sequence of pages a connector yields; complete when the connector reached the catalog's end.
+ */
+import type { PoolClient } from "pg";
+import type { Logger } from "../platform/logger.js";
+
+/** A validated offer, ready to store. `price` is an exact decimal string, never a float. */
+export interface Offer {
+  sku: string;
+  name: string | null;
+  price: string;
+  /** ISO 4217 code, upper case, or null when the connector maps no currency. */
+  currency: string | null;
+  /** Non-negative integer or null. */
+  stock: number | null;
+}
+
+/** A record that failed validation: kept with its raw payload, never dropped. */
+export interface Reject {
+  reason: string;
+  raw: unknown;
+}
+
+/** One page of a walk. */
+export interface Page {
+  /** 1-based position in the walk. */
+  seq: number;
+  offers: Offer[];
+  rejects: Reject[];
+  /** HTTP requests it took, retries included. */
+  httpAttempts: number;
+}
+
+export interface WalkContext {
+  /** Aborts on lease loss, run deadline or shutdown; the connector stops at once. */
+  signal: AbortSignal;
+  log: Logger;
+  runId: string;
+}
+
+/**
+ * A supplier's catalog source. `walk` yields pages in order and returns normally
+ * only when it reached the end of the catalog; any failure is thrown as an
+ * `IngestionError` with its code.
+ */
+export interface Connector {
+  walk(ctx: WalkContext): AsyncIterable<Page>;
+  /** Releases sockets. Safe to call more than once. */
+  close(): Promise<void>;
+}
+
+/** Where a run came from (`ingestion_runs.trigger`). */
+export type RunTrigger = "schedule" | "retry" | "tick_once" | "forced";
+
+/** Final state of a run (`ingestion_runs.state`). */
+export type RunState = "running" | "succeeded" | "partial" | "failed";
+
+/** Outcome label of a tick (metrics `outcome`). */
+export type TickOutcome =
+  | "success"
+  | "partial"
+  | "failed"
+  | "lease_busy"
+  | "lease_lost"
+  | "not_due"
+  | "connector_missing"
+  | "skipped_overlap";
+
+export const TICK_OUTCOMES: readonly TickOutcome[] = [
+  "success",
+  "partial",
+  "failed",
+  "lease_busy",
+  "lease_lost",
+  "not_due",
+  "connector_missing",
+  "skipped_overlap",
+];
+
+/** A held advisory lease. All of the tick's writes go through `client`. */
+export interface Lease {
+  readonly supplier: string;
+  /** The dedicated connection holding the lock. */
+  readonly client: PoolClient;
+  /** Aborts (reason: `IngestionError('LEASE_LOST')`) when the lease connection fails. */
+  readonly signal: AbortSignal;
+  readonly lost: boolean;
+  /** Unlocks and returns the connection to the pool (destroys it when lost). Idempotent. */
+  release(): Promise<void>;
+}
+
+/** Counts of one committed page. */
+export interface PageCounts {
+  seen: number;
+  inserted: number;
+  updated: number;
+  unchanged: number;
+  rejected: number;
+}
+
+/** Who is running a run: written to `ingestion_runs.owner`. */
+export interface RunOwner {
+  hostname: string;
+  pid: number;
+  bootId: string;
+}

@@ -1,0 +1,61 @@
+import { type DestinationStream, type Logger, pino } from "pino";
+import { safeText } from "./redact.js";
+
+export type { Logger } from "pino";
+
+export interface LoggerOptions {
+  level: string;
+  /** Where lines go; stdout by default. Tests pass a sink and read real output. */
+  destination?: DestinationStream;
+  /** Time source for the `time` field, injectable like the rest. */
+  now?: () => number;
+}
+
+/** Header names whose values are always secret. */
+const REDACT_PATHS = [
+  "authorization",
+  "headers.authorization",
+  "headers.Authorization",
+  "headers.cookie",
+  "*.authorization",
+  "*.password",
+  "*.token",
+  "password",
+  "token",
+];
+
+function scrubDeep(value: unknown, depth = 0): unknown {
+  if (typeof value === "string") return safeText(value);
+  if (depth > 6 || value === null || typeof value !== "object") return value;
+  if (value instanceof Error) {
+    return { type: value.name, message: safeText(value.message), code: (value as { code?: unknown }).code };
+  }
+  if (Array.isArray(value)) return value.map((v) => scrubDeep(v, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = scrubDeep(v, depth + 1);
+  return out;
+}
+
+/**
+ * pino JSON logger, one line per event. Every string field and the message are
+ * scrubbed of control characters, URL credentials and registered secrets.
+ */
+export function createLogger(options: LoggerOptions): Logger {
+  const now = options.now;
+  return pino(
+    {
+      level: options.level,
+      base: undefined,
+      redact: { paths: REDACT_PATHS, censor: "[REDACTED]" },
+      timestamp: now ? () => `,"time":${now()}` : pino.stdTimeFunctions.epochTime,
+      formatters: { log: (obj) => scrubDeep(obj) as Record<string, unknown> },
+      hooks: {
+        logMethod(args, method) {
+          const scrubbed = args.map((a) => (typeof a === "string" ? safeText(a) : a)) as typeof args;
+          method.apply(this, scrubbed);
+        },
+      },
+    },
+    options.destination ?? pino.destination({ dest: 1, sync: true }),
+  );
+}

@@ -1,0 +1,133 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { TICK_OUTCOMES } from "../ingestion/ports.js";
+
+/** `ingestion_records_total` results. */
+export const RECORD_RESULTS = ["inserted", "updated", "unchanged", "rejected", "delisted"] as const;
+
+/**
+ * The self-metrics of DESIGN §8 on the app's own registry (never prom-client's
+ * global one). No SKU or run id is ever a label.
+ */
+export interface Metrics {
+  readonly registry: Registry;
+  readonly tickAttempts: Counter<"supplier" | "outcome">;
+  readonly tickDuration: Histogram<"supplier" | "outcome">;
+  readonly lastSuccessTimestamp: Gauge<"supplier">;
+  readonly lastSuccessAge: Gauge<"supplier">;
+  readonly skusProcessed: Counter<"supplier">;
+  readonly records: Counter<"supplier" | "result">;
+  readonly httpRequests: Counter<"supplier" | "code">;
+  readonly httpRequestDuration: Histogram<"supplier">;
+  readonly httpRetries: Counter<"supplier" | "reason">;
+  readonly rateLimitWait: Counter<"supplier">;
+  readonly runsRecovered: Counter<"supplier">;
+  /** Starts every known label set of `supplier` at 0. */
+  initSupplier(supplier: string): void;
+}
+
+export interface MetricsOptions {
+  /** Collect Node.js process metrics (CPU, memory, event loop). On by default. */
+  processMetrics?: boolean;
+}
+
+export function createMetrics(options: MetricsOptions = {}): Metrics {
+  const registry = new Registry();
+  if (options.processMetrics !== false) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  const tickAttempts = new Counter({
+    name: "ingestion_tick_attempt_total",
+    help: "Ticks by supplier and outcome.",
+    labelNames: ["supplier", "outcome"] as const,
+    registers,
+  });
+  const tickDuration = new Histogram({
+    name: "ingestion_tick_duration_seconds",
+    help: "Duration of ticks by supplier and outcome.",
+    labelNames: ["supplier", "outcome"] as const,
+    // 100 ms to 4 h: a skipped tick is milliseconds, a million-SKU walk is hours.
+    buckets: [0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1_200, 1_800, 3_600, 7_200, 14_400],
+    registers,
+  });
+  const lastSuccessTimestamp = new Gauge({
+    name: "ingestion_last_success_timestamp_seconds",
+    help: "Unix time of the supplier's last succeeded run (0 if none), from ingestion_runs.",
+    labelNames: ["supplier"] as const,
+    registers,
+  });
+  const lastSuccessAge = new Gauge({
+    name: "ingestion_last_success_age_seconds",
+    help: "Seconds since the supplier's last succeeded run (-1 if none), from ingestion_runs.",
+    labelNames: ["supplier"] as const,
+    registers,
+  });
+  const skusProcessed = new Counter({
+    name: "ingestion_skus_processed_total",
+    help: "Valid offers processed (seen) by supplier.",
+    labelNames: ["supplier"] as const,
+    registers,
+  });
+  const records = new Counter({
+    name: "ingestion_records_total",
+    help: "Records by supplier and result (inserted, updated, unchanged, rejected, delisted).",
+    labelNames: ["supplier", "result"] as const,
+    registers,
+  });
+  const httpRequests = new Counter({
+    name: "ingestion_http_requests_total",
+    help: "HTTP requests to suppliers by status code (or error class for requests without a response).",
+    labelNames: ["supplier", "code"] as const,
+    registers,
+  });
+  const httpRequestDuration = new Histogram({
+    name: "ingestion_http_request_duration_seconds",
+    help: "Duration of HTTP requests to suppliers, to the end of the body.",
+    labelNames: ["supplier"] as const,
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers,
+  });
+  const httpRetries = new Counter({
+    name: "ingestion_http_retries_total",
+    help: "HTTP retries by supplier and reason.",
+    labelNames: ["supplier", "reason"] as const,
+    registers,
+  });
+  const rateLimitWait = new Counter({
+    name: "ingestion_rate_limit_wait_seconds_total",
+    help: "Seconds spent waiting for the supplier's rate limiter (Retry-After pauses included).",
+    labelNames: ["supplier"] as const,
+    registers,
+  });
+  const runsRecovered = new Counter({
+    name: "ingestion_runs_recovered_total",
+    help: "Abandoned runs closed by recovery (INTERRUPTED).",
+    labelNames: ["supplier"] as const,
+    registers,
+  });
+  return {
+    registry,
+    tickAttempts,
+    tickDuration,
+    lastSuccessTimestamp,
+    lastSuccessAge,
+    skusProcessed,
+    records,
+    httpRequests,
+    httpRequestDuration,
+    httpRetries,
+    rateLimitWait,
+    runsRecovered,
+    initSupplier(supplier) {
+      for (const outcome of TICK_OUTCOMES) {
+        tickAttempts.inc({ supplier, outcome }, 0);
+        tickDuration.zero({ supplier, outcome });
+      }
+      for (const result of RECORD_RESULTS) records.inc({ supplier, result }, 0);
+      skusProcessed.inc({ supplier }, 0);
+      rateLimitWait.inc({ supplier }, 0);
+      runsRecovered.inc({ supplier }, 0);
+      httpRequestDuration.zero({ supplier });
+      lastSuccessTimestamp.set({ supplier }, 0);
+      lastSuccessAge.set({ supplier }, -1);
+    },
+  };
+}

@@ -1,0 +1,47 @@
+/**
+ * Secret redaction and log-safe text. Everything that may reach a log line, an
+ * error column, `check-config` output or an HTTP response passes through here.
+ */
+
+const URL_CREDENTIALS = /([a-z][a-z0-9+.-]*:\/\/)([^\s/@:]*)(?::[^\s/@]*)?@/gi;
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+/** Replaces `user:password@` in every URL inside `text` with `***@`. */
+export function redactUrlCredentials(text: string): string {
+  return text.replace(URL_CREDENTIALS, "$1***@");
+}
+
+/** Strips control characters (except tab and newline) so hostile values cannot forge log lines. */
+export function stripControl(text: string): string {
+  return text.replace(CONTROL, "");
+}
+
+/**
+ * A registry of secret values that must never be printed. Connectors register
+ * the secrets they resolve; the logger and error writers scrub them.
+ */
+export class SecretRegistry {
+  private readonly values = new Set<string>();
+  add(secret: string | undefined): void {
+    // Very short secrets would scrub ordinary words; they are still sent, just not scrubbed by value.
+    if (secret && secret.length >= 4) this.values.add(secret);
+  }
+  scrub(text: string): string {
+    let out = redactUrlCredentials(text);
+    for (const secret of this.values) {
+      if (out.includes(secret)) out = out.split(secret).join("[REDACTED]");
+      const b64 = Buffer.from(secret).toString("base64");
+      if (out.includes(b64)) out = out.split(b64).join("[REDACTED]");
+    }
+    return out;
+  }
+}
+
+/** The one registry of this process; secrets are process-wide by nature (they come from env and files). */
+export const secrets = new SecretRegistry();
+
+/** Log-safe form of any text: control characters stripped, secrets and URL credentials redacted. */
+export function safeText(text: string, maxLength = 2_000): string {
+  const clean = secrets.scrub(stripControl(text));
+  return clean.length > maxLength ? `${clean.slice(0, maxLength)}…` : clean;
+}
