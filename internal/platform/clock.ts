@@ -67,13 +67,14 @@ export class ManualClock implements Clock {
   async advance(ms: number): Promise<void> {
     const target = this.current + ms;
     for (;;) {
+      // Let work started by the previous wake-up settle before time moves on.
+      await new Promise((r) => setImmediate(r));
       this.sleepers.sort((a, b) => a.at - b.at);
       const next = this.sleepers[0];
       if (!next || next.at > target) break;
       this.sleepers.shift();
       this.current = Math.max(this.current, next.at);
       next.resolve();
-      await new Promise((r) => setImmediate(r));
     }
     this.current = target;
     await new Promise((r) => setImmediate(r));

@@ -53,15 +53,18 @@ export class IngestionError extends Error {
   readonly retryable: boolean;
   /** Delay the server asked for (`Retry-After`), in ms, when known. */
   readonly retryAfterMs: number | undefined;
+  /** HTTP requests spent on the failing page, when the error ends a page. */
+  attempts: number | undefined;
   constructor(
     code: IngestionErrorCode,
     message: string,
-    options?: { cause?: unknown; retryable?: boolean; retryAfterMs?: number },
+    options?: { cause?: unknown; retryable?: boolean; retryAfterMs?: number; attempts?: number },
   ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.retryable = options?.retryable ?? false;
     this.retryAfterMs = options?.retryAfterMs;
+    this.attempts = options?.attempts;
   }
 }
 

@@ -28,7 +28,8 @@ export class SecretRegistry {
   }
   scrub(text: string): string {
     let out = redactUrlCredentials(text);
-    for (const secret of this.values) {
+    // Longest first: a secret that contains another must be replaced whole.
+    for (const secret of [...this.values].sort((a, b) => b.length - a.length)) {
       if (out.includes(secret)) out = out.split(secret).join("[REDACTED]");
       const b64 = Buffer.from(secret).toString("base64");
       if (out.includes(b64)) out = out.split(b64).join("[REDACTED]");

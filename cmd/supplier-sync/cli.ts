@@ -1,0 +1,79 @@
+import { ConfigError } from "../../internal/platform/errors.js";
+
+/** A parsed command line (DESIGN §2). */
+export type Command =
+  | { kind: "daemon" }
+  | { kind: "tick-once"; suppliers: string[]; force: boolean }
+  | { kind: "migrate" }
+  | { kind: "check-config" }
+  | { kind: "runs"; supplier: string | undefined; limit: number; json: boolean }
+  | { kind: "help" }
+  | { kind: "version" };
+
+export const USAGE = `Usage:
+  supplier-sync                       run the daemon (default command)
+  supplier-sync --tick-once [--supplier NAME]... [--force]
+                                      one tick for each enabled supplier (or those
+                                      named), concurrently, then exit
+  supplier-sync migrate               apply database migrations and exit
+  supplier-sync check-config          validate configuration, print the schedule
+  supplier-sync runs [--supplier NAME] [--limit N] [--json]
+                                      recent runs with outcome, counts, duration
+  supplier-sync --help | --version
+
+Exit codes: 0 success; 1 a tick did not succeed; 2 invalid configuration or usage;
+3 infrastructure unavailable (database unreachable, migrations failed).
+Configuration is read from the environment: see README.md.`;
+
+/** Parses argv (without node and script). Throws ConfigError naming the bad token. */
+export function parseArgs(argv: string[]): Command {
+  const args = [...argv];
+  if (args.includes("--help") || args.includes("-h")) return { kind: "help" };
+  if (args.includes("--version") || args.includes("-v")) return { kind: "version" };
+  const first = args[0];
+  if (first === "migrate" || first === "check-config") {
+    if (args.length > 1) throw new ConfigError(`unexpected argument "${args[1]}" after ${first}`);
+    return { kind: first };
+  }
+  if (first === "runs") return parseRuns(args.slice(1));
+  if (args.length === 0) return { kind: "daemon" };
+  if (!args.includes("--tick-once")) {
+    throw new ConfigError(`unknown command or option "${first}" (see --help)`);
+  }
+  const suppliers: string[] = [];
+  let force = false;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === "--tick-once") continue;
+    if (a === "--force") force = true;
+    else if (a === "--supplier") suppliers.push(valueOf(args, ++i, "--supplier"));
+    else if (a?.startsWith("--supplier=")) suppliers.push(a.slice("--supplier=".length));
+    else throw new ConfigError(`unknown option "${a}" for --tick-once (see --help)`);
+  }
+  return { kind: "tick-once", suppliers, force };
+}
+
+function parseRuns(args: string[]): Command {
+  let supplier: string | undefined;
+  let limit = 20;
+  let json = false;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === "--json") json = true;
+    else if (a === "--supplier") supplier = valueOf(args, ++i, "--supplier");
+    else if (a === "--limit") {
+      const raw = valueOf(args, ++i, "--limit");
+      limit = Number(raw);
+      if (!/^\d+$/.test(raw) || limit < 1 || limit > 10_000) {
+        throw new ConfigError(`--limit must be a whole number from 1 to 10000, got "${raw}"`);
+      }
+    } else throw new ConfigError(`unknown option "${a}" for runs (see --help)`);
+  }
+  return { kind: "runs", supplier, limit, json };
+}
+
+function valueOf(args: string[], i: number, flag: string): string {
+  const v = args[i];
+  if (v === undefined || v.startsWith("--")) throw new ConfigError(`${flag} needs a value`);
+  return v;
+}

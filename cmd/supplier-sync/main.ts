@@ -1,0 +1,171 @@
+#!/usr/bin/env node
+/**
+ * supplier-sync entry point: parse argv, load config, build the app, handle signals.
+ * Nothing else lives here.
+ */
+import { readFileSync } from "node:fs";
+import { buildApp } from "../../internal/app/app.js";
+import { formatCheckConfig } from "../../internal/config/check-config.js";
+import { loadConnectors } from "../../internal/config/connectors.js";
+import { loadConfig } from "../../internal/config/env.js";
+import type { Config, SupplierConfig } from "../../internal/config/types.js";
+import { ConfigError, errorMessage, InfraError } from "../../internal/platform/errors.js";
+import { safeText } from "../../internal/platform/redact.js";
+import { formatRunsTable } from "../../internal/store/format-runs.js";
+import { listRuns } from "../../internal/store/run-queries.js";
+import { type Command, parseArgs, USAGE } from "./cli.js";
+
+const EXIT_OK = 0;
+const EXIT_TICK_FAILED = 1;
+const EXIT_CONFIG = 2;
+const EXIT_INFRA = 3;
+
+function version(): string {
+  for (const rel of ["../../package.json", "../../../package.json"]) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(rel, import.meta.url), "utf8")) as {
+        name?: string;
+        version?: string;
+      };
+      if (pkg.name === "supplier-sync" && pkg.version) return pkg.version;
+    } catch {
+      // try the next location (source vs dist layout)
+    }
+  }
+  return "unknown";
+}
+
+function selectSuppliers(config: Config, names: string[]): SupplierConfig[] {
+  if (names.length === 0) return config.suppliers.filter((s) => s.enabled);
+  return names.map((name) => {
+    const s = config.suppliers.find((c) => c.name === name);
+    if (!s) throw new ConfigError(`--supplier "${name}" is not in SUPPLIER_SYNC_SUPPLIERS`);
+    if (!s.enabled) throw new ConfigError(`--supplier "${name}" is disabled in SUPPLIER_SYNC_SUPPLIERS`);
+    return s;
+  });
+}
+
+async function run(command: Command): Promise<number> {
+  if (command.kind === "help") {
+    process.stdout.write(`${USAGE}\n`);
+    return EXIT_OK;
+  }
+  if (command.kind === "version") {
+    process.stdout.write(`supplier-sync ${version()}\n`);
+    return EXIT_OK;
+  }
+  const config = loadConfig(process.env, process.cwd());
+  if (command.kind === "check-config") {
+    const statuses = loadConnectors(
+      config,
+      config.suppliers.map((s) => s.name),
+    );
+    const { text, ok } = formatCheckConfig(config, statuses);
+    process.stdout.write(`${text}\n`);
+    return ok ? EXIT_OK : EXIT_CONFIG;
+  }
+  const selected = command.kind === "tick-once" ? selectSuppliers(config, command.suppliers) : [];
+  const app = buildApp(config);
+  if (command.kind === "daemon") return runDaemon(app);
+
+  let onSignal: (() => void) | undefined;
+  try {
+    if (command.kind === "migrate") {
+      await app.open();
+      app.log.info("migrations applied");
+      return EXIT_OK;
+    }
+    if (command.kind === "runs") {
+      const pool = await app.open();
+      const rows = await listRuns(pool, { supplier: command.supplier, limit: command.limit });
+      process.stdout.write(
+        command.json ? `${JSON.stringify(rows, null, 2)}\n` : `${formatRunsTable(rows)}\n`,
+      );
+      return EXIT_OK;
+    }
+    // --tick-once: a signal stops the ticks at the next page boundary, like the daemon.
+    onSignal = installSignals(app.log, () => app.stop());
+    const results = await app.tickOnce({ suppliers: selected, force: command.force });
+    const ok = results.every(
+      (r) => r.outcome === "success" || r.outcome === "lease_busy" || r.outcome === "not_due",
+    );
+    return ok ? EXIT_OK : EXIT_TICK_FAILED;
+  } finally {
+    onSignal?.();
+    await app.stop();
+  }
+}
+
+async function runDaemon(app: ReturnType<typeof buildApp>): Promise<number> {
+  let resolveStopped: () => void = () => {};
+  const stopped = new Promise<void>((r) => {
+    resolveStopped = r;
+  });
+  installSignals(app.log, async () => {
+    await app.stop();
+    resolveStopped();
+  });
+  try {
+    await app.start();
+  } catch (err) {
+    await app.stop().catch(() => {});
+    throw err;
+  }
+  await stopped;
+  return EXIT_OK;
+}
+
+/** First SIGTERM/SIGINT: graceful stop. A second one: exit at once (128 + signal). */
+function installSignals(
+  log: ReturnType<typeof buildApp>["log"],
+  stop: () => Promise<void> | void,
+): () => void {
+  let stopping = false;
+  const handler = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log.warn({ signal }, "second signal: exiting at once");
+      process.exit(signal === "SIGINT" ? 130 : 143);
+    }
+    stopping = true;
+    log.info({ signal }, "shutting down");
+    Promise.resolve(stop()).catch((err) => log.error({ err: errorMessage(err) }, "shutdown failed"));
+  };
+  process.on("SIGTERM", handler);
+  process.on("SIGINT", handler);
+  return () => {
+    process.off("SIGTERM", handler);
+    process.off("SIGINT", handler);
+  };
+}
+
+function exitCodeOf(err: unknown): number {
+  if (err instanceof ConfigError) return EXIT_CONFIG;
+  if (err instanceof InfraError) return EXIT_INFRA;
+  const code = (err as { code?: unknown })?.code;
+  if (
+    typeof code === "string" &&
+    /^(ECONNREFUSED|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|57P0\d|08\d\d\d|28P01|3D000)$/.test(code)
+  ) {
+    return EXIT_INFRA;
+  }
+  return EXIT_TICK_FAILED;
+}
+
+async function main(): Promise<void> {
+  let code: number;
+  try {
+    code = await run(parseArgs(process.argv.slice(2)));
+  } catch (err) {
+    code = exitCodeOf(err);
+    const kind =
+      code === EXIT_CONFIG
+        ? "configuration error"
+        : code === EXIT_INFRA
+          ? "infrastructure unavailable"
+          : "error";
+    process.stderr.write(`supplier-sync: ${kind}: ${safeText(errorMessage(err))}\n`);
+  }
+  process.exit(code);
+}
+
+await main();

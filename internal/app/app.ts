@@ -1,0 +1,256 @@
+/**
+ * The composition root: builds every part from one Config and wires them. Only this
+ * module imports across the layers. `start()`/`stop()` tolerate never-started and
+ * double-stop.
+ */
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import type pg from "pg";
+import { loadConnectors } from "../config/connectors.js";
+import type { Config, SupplierConfig } from "../config/types.js";
+import { createConnector } from "../connectors/index.js";
+import type { Connector, RunOwner, RunTrigger } from "../ingestion/ports.js";
+import { type ConnectorSlot, runTick, type TickResult } from "../ingestion/tick.js";
+import { acquireLease } from "../lease/lease.js";
+import { type Clock, systemClock } from "../platform/clock.js";
+import { ConfigError, errorMessage, InfraError, IngestionError } from "../platform/errors.js";
+import { createLogger, type Logger } from "../platform/logger.js";
+import { createMetrics, type Metrics } from "../platform/metrics.js";
+import { Scheduler } from "../scheduler/scheduler.js";
+import { cronerTimer, type OneShotTimer } from "../scheduler/timer.js";
+import { createHealthServer, type HealthServer } from "../server/server.js";
+import { createPool } from "../store/db.js";
+import { runMigrations } from "../store/migrate.js";
+import { lastSuccesses } from "../store/run-queries.js";
+import * as store from "../store/runs.js";
+import { type EmbeddedDatabase, startEmbeddedDatabase } from "./embedded-db.js";
+
+/** Lifecycle of the app, in order. */
+export type AppState = "NEW" | "STARTING" | "RUNNING" | "STOPPING" | "STOPPED";
+
+export interface AppOverrides {
+  clock?: Clock;
+  timer?: OneShotTimer;
+  log?: Logger;
+  metrics?: Metrics;
+  /** Where the embedded dev database keeps its data (`.data`). */
+  dataRoot?: string;
+}
+
+export interface App {
+  readonly state: AppState;
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  readonly health: HealthServer | undefined;
+  /** Opens the database and migrates; the one-shot commands stop here. */
+  open(): Promise<pg.Pool>;
+  /** Runs the daemon: health server first, then the tickers. */
+  start(): Promise<void>;
+  /** One tick per selected supplier, concurrently (`--tick-once`). */
+  tickOnce(options: { suppliers: SupplierConfig[]; force: boolean }): Promise<TickResult[]>;
+  /** Graceful shutdown within `config.shutdownTimeoutMs`. */
+  stop(): Promise<void>;
+}
+
+export function buildApp(config: Config, overrides: AppOverrides = {}): App {
+  const clock = overrides.clock ?? systemClock;
+  const log = overrides.log ?? createLogger({ level: config.logLevel });
+  const metrics = overrides.metrics ?? createMetrics();
+  const owner: RunOwner = { hostname: hostname(), pid: process.pid, bootId: randomUUID() };
+  const enabled = config.suppliers.filter((s) => s.enabled);
+  for (const s of enabled) metrics.initSupplier(s.name);
+
+  let state: AppState = "NEW";
+  let pool: pg.Pool | undefined;
+  let embedded: EmbeddedDatabase | undefined;
+  let health: HealthServer | undefined;
+  let scheduler: Scheduler | undefined;
+  let opening: Promise<pg.Pool> | undefined;
+  let stopping: Promise<void> | undefined;
+  const connectors = new Map<string, ConnectorSlot>();
+  const inFlight = new Set<Promise<TickResult>>();
+  const stopSoft = new AbortController();
+  const stopHard = new AbortController();
+
+  function buildConnectors(): void {
+    const statuses = loadConnectors(
+      config,
+      enabled.map((s) => s.name),
+    );
+    for (const s of enabled) {
+      const status = statuses.get(s.name);
+      if (!status || status.status === "missing") {
+        connectors.set(s.name, { kind: "missing", reason: `no connector definition at ${status?.path}` });
+        log.warn({ supplier: s.name, path: status?.path }, "connector definition missing");
+        continue;
+      }
+      if (status.status === "invalid") {
+        connectors.set(s.name, { kind: "invalid", reason: `${status.path}: ${status.reason}` });
+        log.warn({ supplier: s.name, reason: status.reason }, "connector definition invalid");
+        continue;
+      }
+      try {
+        const connector: Connector = createConnector({
+          supplier: s.name,
+          definition: status.definition,
+          connectorsDir: config.connectorsDir,
+          readSecretEnv: config.readSecretEnv,
+          log: log.child({ supplier: s.name }),
+          metrics,
+          clock,
+        });
+        connectors.set(s.name, {
+          kind: "ok",
+          connector,
+          maxRejectRatio: status.definition.maxRejectRatio,
+          runMs: status.definition.timeouts.runMs,
+        });
+      } catch (err) {
+        connectors.set(s.name, { kind: "invalid", reason: errorMessage(err) });
+        log.warn({ supplier: s.name, err: errorMessage(err) }, "connector could not be built");
+      }
+    }
+  }
+
+  async function open(): Promise<pg.Pool> {
+    if (pool) return pool;
+    if (!opening) {
+      opening = (async () => {
+        let url = config.databaseUrl;
+        if (!url) {
+          if (config.production) throw new ConfigError("DATABASE_URL is required when NODE_ENV=production");
+          embedded = await startEmbeddedDatabase(overrides.dataRoot ?? ".data", log);
+          url = embedded.url;
+        }
+        const p = createPool({ url, max: config.dbPoolMax, log });
+        try {
+          await runMigrations(p);
+        } catch (err) {
+          await p.end().catch(() => {});
+          throw err instanceof InfraError ? err : new InfraError(errorMessage(err), { cause: err });
+        }
+        pool = p;
+        return p;
+      })();
+    }
+    return opening;
+  }
+
+  function tick(supplier: SupplierConfig, trigger: RunTrigger, force: boolean): Promise<TickResult> {
+    if (!pool) throw new Error("tick before open()");
+    const db = pool;
+    const running = runTick(
+      {
+        pool: db,
+        store,
+        acquireLease: (name) => acquireLease(db, name, log),
+        log,
+        metrics,
+        clock,
+        owner,
+      },
+      {
+        supplier,
+        trigger,
+        force,
+        connector: connectors.get(supplier.name) ?? { kind: "missing", reason: "not loaded" },
+        stopSignal: stopSoft.signal,
+        abortSignal: stopHard.signal,
+      },
+    );
+    inFlight.add(running);
+    running.finally(() => inFlight.delete(running)).catch(() => {});
+    return running;
+  }
+
+  return {
+    get state() {
+      return state;
+    },
+    log,
+    metrics,
+    get health() {
+      return health;
+    },
+    open,
+    async start() {
+      if (state !== "NEW") return;
+      state = "STARTING";
+      const db = await open();
+      buildConnectors();
+      health = createHealthServer({
+        host: config.httpAddr.host,
+        port: config.httpAddr.port,
+        db,
+        suppliers: enabled,
+        metrics,
+        log,
+        clock,
+      });
+      const addr = await health.start();
+      log.info({ addr: `${addr.host}:${addr.port}` }, "health and metrics server listening");
+      scheduler = new Scheduler({
+        suppliers: enabled,
+        maxConcurrentTicks: config.maxConcurrentTicks,
+        retryBackoffMs: config.retryBackoffMs,
+        clock,
+        timer: overrides.timer ?? cronerTimer(clock),
+        log,
+        metrics,
+        tick: (s, trigger) => tick(s, trigger, false),
+        lastSuccesses: () =>
+          lastSuccesses(
+            db,
+            enabled.map((s) => s.name),
+          ),
+      });
+      await scheduler.start();
+      state = "RUNNING";
+    },
+    async tickOnce({ suppliers, force }) {
+      await open();
+      buildConnectors();
+      const results: TickResult[] = [];
+      const queue = [...suppliers];
+      const workers = Array.from({ length: Math.min(config.maxConcurrentTicks, queue.length) }, async () => {
+        for (let s = queue.shift(); s; s = queue.shift()) results.push(await tick(s, "tick_once", force));
+      });
+      await Promise.all(workers);
+      return results;
+    },
+    stop() {
+      stopping ??= shutdown();
+      return stopping;
+    },
+  };
+
+  async function shutdown(): Promise<void> {
+    state = "STOPPING";
+    const started = clock.now();
+    // Soft first: in-flight ticks finish their page and close their runs SHUTDOWN.
+    stopSoft.abort();
+    const budget = Math.max(1_000, config.shutdownTimeoutMs - 2_000);
+    const budgetOver = new AbortController();
+    clock.sleep(budget, budgetOver.signal).then(
+      () => {
+        log.warn({ budget_ms: budget }, "shutdown budget exhausted: aborting in-flight requests");
+        stopHard.abort(
+          new IngestionError("SHUTDOWN", "shutdown budget exhausted: in-flight requests aborted"),
+        );
+      },
+      () => {},
+    );
+    try {
+      await scheduler?.stop();
+      while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
+    } finally {
+      budgetOver.abort();
+    }
+    for (const slot of connectors.values()) if (slot.kind === "ok") await slot.connector.close();
+    await health?.stop();
+    await pool?.end().catch(() => {});
+    await embedded?.stop();
+    state = "STOPPED";
+    log.info({ duration_ms: clock.now() - started }, "stopped");
+  }
+}

@@ -1,0 +1,90 @@
+import { formatDuration } from "../platform/duration.js";
+import { safeText } from "../platform/redact.js";
+import { redactDatabaseUrl } from "./env.js";
+import type { Config, ConnectorStatus } from "./types.js";
+
+/**
+ * The report of `supplier-sync check-config`: the schedule, each connector's
+ * state and the effective settings. Everything variable goes through
+ * `safeText` / `redactDatabaseUrl`, so no secret value can appear in it.
+ */
+
+function describeConnector(status: ConnectorStatus | undefined): { text: string; ok: boolean } {
+  if (status === undefined) return { text: "not checked", ok: false };
+  switch (status.status) {
+    case "ok":
+      return { text: "found", ok: true };
+    case "missing":
+      return { text: `missing (${safeText(status.path)})`, ok: false };
+    case "invalid":
+      return { text: `invalid: ${safeText(status.reason)}`, ok: false };
+  }
+}
+
+function formatHttpAddr({ host, port }: Config["httpAddr"]): string {
+  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+function padColumns(rows: string[][]): string[] {
+  const widths: number[] = [];
+  for (const row of rows) {
+    row.forEach((cell, i) => {
+      widths[i] = Math.max(widths[i] ?? 0, cell.length);
+    });
+  }
+  return rows.map((row) =>
+    row
+      .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .join("  ")
+      .trimEnd(),
+  );
+}
+
+/**
+ * Formats the schedule and settings for humans. `ok` is false when an enabled
+ * supplier's connector is missing, invalid or was not checked; a disabled
+ * supplier's broken connector is shown but does not fail the check.
+ */
+export function formatCheckConfig(
+  config: Config,
+  statuses: Map<string, ConnectorStatus>,
+): { text: string; ok: boolean } {
+  let problems = 0;
+  const rows: string[][] = [];
+  for (const supplier of config.suppliers) {
+    const connector = describeConnector(statuses.get(supplier.name));
+    if (supplier.enabled && !connector.ok) problems++;
+    rows.push([
+      supplier.name,
+      `every ${formatDuration(supplier.intervalMs)}`,
+      supplier.enabled ? "enabled" : "disabled",
+      `connector ${connector.text}`,
+    ]);
+  }
+  const settings = padColumns([
+    ["http addr", formatHttpAddr(config.httpAddr)],
+    ["database", config.databaseUrl === undefined ? "embedded" : redactDatabaseUrl(config.databaseUrl)],
+    ["db pool max", String(config.dbPoolMax)],
+    ["max concurrent ticks", String(config.maxConcurrentTicks)],
+    ["shutdown timeout", formatDuration(config.shutdownTimeoutMs)],
+    ["retry backoff", formatDuration(config.retryBackoffMs)],
+    ["connectors dir", safeText(config.connectorsDir)],
+    ["log level", config.logLevel],
+    ["production", config.production ? "yes" : "no"],
+  ]);
+  const verdict =
+    problems === 0
+      ? "configuration ok"
+      : `configuration has ${problems} problem${problems === 1 ? "" : "s"}: ` +
+        "an enabled supplier's connector is missing or invalid";
+  const lines = [
+    "Schedule:",
+    ...padColumns(rows).map((line) => `  ${line}`),
+    "",
+    "Settings:",
+    ...settings.map((line) => `  ${line}`),
+    "",
+    verdict,
+  ];
+  return { text: `${lines.join("\n")}\n`, ok: problems === 0 };
+}

@@ -1,0 +1,78 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { z } from "zod";
+import { errorMessage } from "../platform/errors.js";
+import { safeText } from "../platform/redact.js";
+import { connectorDefinitionSchema } from "./connector-schema.js";
+import { resolveAuthHeaders } from "./secrets.js";
+import { SUPPLIER_NAME } from "./suppliers.js";
+import type { Config, ConnectorStatus } from "./types.js";
+
+/**
+ * Connector definition files `<connectorsDir>/<name>.json` → {@link ConnectorStatus}.
+ *
+ * Invariant (DESIGN §1.5): nothing here throws for a bad file. Each supplier
+ * gets its own status, so one missing or broken connector is an error for that
+ * supplier only and never stops the others from loading.
+ */
+
+/** Connector files are a few kilobytes; a huge one is a mistake, not a config. */
+const MAX_CONNECTOR_FILE_BYTES = 1024 * 1024;
+
+/** One line per zod issue, `path: message`, e.g. `auth.tokenEnv: ...` or `Unrecognized key: "bogus"`. */
+export function formatSchemaIssues(issues: readonly z.core.$ZodIssue[]): string {
+  return issues
+    .map((issue) => {
+      const path = issue.path.map(String).join(".");
+      return path ? `${path}: ${issue.message}` : issue.message;
+    })
+    .join("; ");
+}
+
+function invalid(path: string, reason: string): ConnectorStatus {
+  return { status: "invalid", path, reason: safeText(reason, 1_000) };
+}
+
+/**
+ * Loads and validates the connector of one supplier, including a check that the
+ * secrets it names can be resolved right now.
+ */
+export function loadConnector(config: Config, name: string): ConnectorStatus {
+  // The name becomes a file name: never let anything but a valid supplier name reach the file system.
+  if (!SUPPLIER_NAME.test(name)) {
+    return invalid(config.connectorsDir, `supplier name ${JSON.stringify(name)} is not valid`);
+  }
+  const path = join(config.connectorsDir, `${name}.json`);
+  let text: string;
+  try {
+    const bytes = readFileSync(path);
+    if (bytes.length > MAX_CONNECTOR_FILE_BYTES) {
+      return invalid(path, `file is larger than ${MAX_CONNECTOR_FILE_BYTES} bytes`);
+    }
+    text = bytes.toString("utf8");
+  } catch (err) {
+    if ((err as { code?: unknown }).code === "ENOENT") return { status: "missing", path };
+    return invalid(path, `cannot be read: ${errorMessage(err)}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    return invalid(path, `invalid JSON: ${errorMessage(err)}`);
+  }
+  const parsed = connectorDefinitionSchema.safeParse(json);
+  if (!parsed.success) return invalid(path, formatSchemaIssues(parsed.error.issues));
+  try {
+    resolveAuthHeaders(parsed.data.auth, config);
+  } catch (err) {
+    return invalid(path, errorMessage(err));
+  }
+  return { status: "ok", definition: parsed.data, path };
+}
+
+/** {@link loadConnector} for each supplier name, in order. */
+export function loadConnectors(config: Config, supplierNames: string[]): Map<string, ConnectorStatus> {
+  const statuses = new Map<string, ConnectorStatus>();
+  for (const name of supplierNames) statuses.set(name, loadConnector(config, name));
+  return statuses;
+}

@@ -1,0 +1,162 @@
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { ConfigError, errorMessage } from "../platform/errors.js";
+import { secrets } from "../platform/redact.js";
+import type { AuthDefinition } from "./connector-schema.js";
+
+/**
+ * Connector credentials → request headers (DESIGN §3). A secret is named in the
+ * connector file, either as an env var (`tokenEnv` …) or as a file (`tokenFile` …,
+ * for Kubernetes and Docker secrets), never written there.
+ *
+ * Invariants: files are re-read at every call, so a rotated secret applies at the
+ * next tick without a restart; every value resolved is registered with the
+ * process-wide redaction registry before its header is returned; no error message ever
+ * contains a secret value, only the field and the variable or file that holds it.
+ */
+
+/** Where `resolveAuthHeaders` finds secrets. */
+export interface SecretSources {
+  /** Folder of the connector files; relative secret file paths are relative to it. */
+  connectorsDir: string;
+  /** Reads an env var named by the connector file (`Config.readSecretEnv`). */
+  readSecretEnv: (name: string) => string | undefined;
+}
+
+/** Secret files are small (a token, a password); anything larger is a wrong path. */
+const MAX_SECRET_FILE_BYTES = 64 * 1024;
+
+/** One secret slot of an auth block: its field names and the values the file gave them. */
+interface SecretRef {
+  /** Human name used in errors, e.g. `auth.token`. */
+  label: string;
+  envKey: string;
+  envName: string | undefined;
+  fileKey: string;
+  filePath: string | undefined;
+}
+
+function readSecretFile(ref: SecretRef, path: string, connectorsDir: string): string {
+  const absolute = resolve(connectorsDir, path);
+  const where = `auth.${ref.fileKey} ${JSON.stringify(path)} (${absolute})`;
+  let text: string;
+  try {
+    const bytes = readFileSync(absolute);
+    if (bytes.length > MAX_SECRET_FILE_BYTES) {
+      throw new ConfigError(`${where} is larger than ${MAX_SECRET_FILE_BYTES} bytes: not a secret file?`);
+    }
+    text = bytes.toString("utf8");
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    const code = (err as { code?: unknown }).code;
+    // The OS message (ENOENT, EACCES, EISDIR) never contains file contents.
+    throw new ConfigError(`${where} cannot be read: ${typeof code === "string" ? code : errorMessage(err)}`, {
+      cause: err,
+    });
+  }
+  // Exactly one trailing newline is an artefact of `echo > file` or `kubectl create secret --from-file`.
+  const value = text.endsWith("\r\n") ? text.slice(0, -2) : text.endsWith("\n") ? text.slice(0, -1) : text;
+  if (value === "") throw new ConfigError(`${where} is empty`);
+  return value;
+}
+
+function resolveSecret(ref: SecretRef, sources: SecretSources): string {
+  let value: string;
+  let where: string;
+  if (ref.envName !== undefined && ref.filePath !== undefined) {
+    // The schema rejects this too; repeated here because callers may build definitions by hand.
+    throw new ConfigError(`auth: set either ${ref.envKey} or ${ref.fileKey}, not both`);
+  }
+  if (ref.envName !== undefined) {
+    where = `auth.${ref.envKey}: environment variable ${ref.envName}`;
+    const env = sources.readSecretEnv(ref.envName);
+    if (env === undefined || env === "") throw new ConfigError(`${where} is unset or empty`);
+    value = env;
+  } else if (ref.filePath !== undefined) {
+    where = `auth.${ref.fileKey} ${JSON.stringify(ref.filePath)}`;
+    value = readSecretFile(ref, ref.filePath, sources.connectorsDir);
+  } else {
+    throw new ConfigError(`auth: one of ${ref.envKey} or ${ref.fileKey} is required for ${ref.label}`);
+  }
+  // A line break would split the header (request smuggling); undici would also refuse it later, less clearly.
+  if (/[\r\n\0]/.test(value)) throw new ConfigError(`${where} contains a line break or NUL character`);
+  return value;
+}
+
+/**
+ * Turns a connector's `auth` block into request headers: `none` → `{}`;
+ * `bearer` → `authorization: Bearer <token>`; `header` → `<name>: <value>`;
+ * `basic` → `authorization: Basic base64(user:pass)`.
+ *
+ * Call it for every tick (not once at start-up) so rotated secret files apply.
+ *
+ * @throws ConfigError naming the field and the env var or file when a secret is
+ * unset, empty, unreadable or malformed. The value itself is never in the message.
+ */
+export function resolveAuthHeaders(auth: AuthDefinition, options: SecretSources): Record<string, string> {
+  switch (auth.type) {
+    case "none":
+      return {};
+    case "bearer": {
+      const token = resolveSecret(
+        {
+          label: "auth.token",
+          envKey: "tokenEnv",
+          envName: auth.tokenEnv,
+          fileKey: "tokenFile",
+          filePath: auth.tokenFile,
+        },
+        options,
+      );
+      secrets.add(token);
+      return { authorization: `Bearer ${token}` };
+    }
+    case "header": {
+      const value = resolveSecret(
+        {
+          label: `header ${auth.name}`,
+          envKey: "valueEnv",
+          envName: auth.valueEnv,
+          fileKey: "valueFile",
+          filePath: auth.valueFile,
+        },
+        options,
+      );
+      secrets.add(value);
+      return { [auth.name]: value };
+    }
+    case "basic": {
+      const username = resolveSecret(
+        {
+          label: "auth.username",
+          envKey: "usernameEnv",
+          envName: auth.usernameEnv,
+          fileKey: "usernameFile",
+          filePath: auth.usernameFile,
+        },
+        options,
+      );
+      if (username.includes(":")) {
+        // RFC 7617: the first colon separates user from password, so the server would split it wrongly.
+        throw new ConfigError("auth: the basic-auth username must not contain ':'");
+      }
+      const password = resolveSecret(
+        {
+          label: "auth.password",
+          envKey: "passwordEnv",
+          envName: auth.passwordEnv,
+          fileKey: "passwordFile",
+          filePath: auth.passwordFile,
+        },
+        options,
+      );
+      const pair = `${username}:${password}`;
+      // The header carries base64(user:pass). The registry scrubs in insertion order, and when the
+      // username is 3n bytes base64(pass) is a suffix of it: the pair goes first so it is scrubbed whole.
+      secrets.add(pair);
+      secrets.add(username);
+      secrets.add(password);
+      return { authorization: `Basic ${Buffer.from(pair, "utf8").toString("base64")}` };
+    }
+  }
+}

@@ -1,0 +1,356 @@
+/**
+ * One tick of one supplier: lease → recovery → due gate → run → close → release.
+ *
+ * Invariants:
+ * - Nothing is written for a supplier without its lease, and every write of the run
+ *   goes through the lease connection (`lease.client`).
+ * - A run's outcome comes from `closeRun`, which derives it in SQL from the committed
+ *   steps; nothing here can declare success on its own.
+ * - A tick that lost its lease writes nothing more for its run except the one
+ *   compare-and-set close from a fresh connection (LEASE_LOST); if that fails too,
+ *   the next holder's recovery closes it as INTERRUPTED.
+ * - Shutdown is soft: the walk stops at the next page boundary and the run is closed
+ *   `SHUTDOWN`. Lease loss and deadlines are hard: in-flight requests are aborted.
+ */
+import type pg from "pg";
+import type { SupplierConfig } from "../config/types.js";
+import type { Clock } from "../platform/clock.js";
+import { errorMessage, IngestionError, isIngestionError } from "../platform/errors.js";
+import type { Logger } from "../platform/logger.js";
+import type { Metrics } from "../platform/metrics.js";
+import type {
+  Connector,
+  Lease,
+  Page,
+  PageCounts,
+  Reject,
+  RunOwner,
+  RunState,
+  RunTrigger,
+  TickOutcome,
+} from "./ports.js";
+import { slotStartOf } from "./slots.js";
+
+/** What the tick needs from the store (implemented by internal/store). */
+export interface TickStore {
+  recoverAbandonedRuns(
+    db: pg.ClientBase,
+    supplier: string,
+  ): Promise<{ id: number; state: "partial" | "failed"; pages: number }[]>;
+  hasSuccessInSlot(db: pg.ClientBase, supplier: string, slotStart: Date): Promise<boolean>;
+  startRun(
+    db: pg.ClientBase,
+    input: { supplier: string; slotStart: Date; trigger: RunTrigger; owner: RunOwner },
+  ): Promise<number>;
+  heartbeatRun(db: pg.ClientBase, runId: number): Promise<void>;
+  commitPage(
+    client: pg.ClientBase,
+    input: { runId: number; supplier: string; page: Page },
+  ): Promise<PageCounts>;
+  recordFailedStep(
+    db: pg.ClientBase,
+    input: {
+      runId: number;
+      supplier: string;
+      seq: number;
+      errorCode: string;
+      httpAttempts: number;
+      rejects?: Reject[];
+    },
+  ): Promise<void>;
+  closeRun(
+    db: pg.ClientBase | pg.Pool,
+    input: { runId: number; walkComplete: boolean; errorCode: string | null; errorMessage: string | null },
+  ): Promise<{ state: RunState; counts: { recordsDelisted: number } } | null>;
+}
+
+/** A supplier's connector, or why it has none. */
+export type ConnectorSlot =
+  | { kind: "ok"; connector: Connector; maxRejectRatio: number; runMs: number }
+  | { kind: "missing" | "invalid"; reason: string };
+
+export interface TickDeps {
+  pool: pg.Pool;
+  store: TickStore;
+  acquireLease(supplier: string): Promise<Lease | null>;
+  log: Logger;
+  metrics: Metrics;
+  clock: Clock;
+  owner: RunOwner;
+  /** How often the run heartbeat is written through the lease connection. */
+  heartbeatMs?: number;
+}
+
+export interface TickRequest {
+  supplier: SupplierConfig;
+  trigger: RunTrigger;
+  /** Bypasses the due gate, never the lease. */
+  force: boolean;
+  connector: ConnectorSlot;
+  /** Soft stop (shutdown): finish the current page, then close the run `SHUTDOWN`. */
+  stopSignal?: AbortSignal;
+  /** Hard stop: abort in-flight requests at once (shutdown budget exhausted). */
+  abortSignal?: AbortSignal;
+}
+
+export interface TickResult {
+  supplier: string;
+  outcome: TickOutcome;
+  runId?: number;
+  state?: RunState;
+  errorCode?: string | null;
+  counts?: PageCounts & { pages: number; delisted: number };
+  durationMs: number;
+}
+
+/** Runs one tick. Never throws for a supplier-level failure: the outcome says what happened. */
+export async function runTick(deps: TickDeps, req: TickRequest): Promise<TickResult> {
+  const started = deps.clock.now();
+  const supplier = req.supplier.name;
+  const slotStart = new Date(slotStartOf(started, req.supplier.intervalMs));
+  const log = deps.log.child({ supplier, slot: slotStart.toISOString() });
+  let result: Omit<TickResult, "durationMs" | "supplier">;
+  try {
+    result = await tickUnderLease(deps, req, slotStart, log);
+  } catch (err) {
+    // Infrastructure failure outside a run (database unreachable at lease time).
+    log.error({ err: errorMessage(err) }, "tick failed before a run started");
+    result = { outcome: "failed", errorCode: isIngestionError(err) ? err.code : "DATABASE" };
+  }
+  const durationMs = deps.clock.now() - started;
+  deps.metrics.tickAttempts.inc({ supplier, outcome: result.outcome });
+  deps.metrics.tickDuration.observe({ supplier, outcome: result.outcome }, durationMs / 1000);
+  const line = {
+    outcome: result.outcome,
+    run_id: result.runId,
+    state: result.state,
+    error_code: result.errorCode ?? undefined,
+    duration_ms: durationMs,
+    ...result.counts,
+  };
+  if (result.outcome === "success" || result.outcome === "not_due" || result.outcome === "lease_busy") {
+    log.info(line, `tick ${result.outcome}`);
+  } else {
+    log.warn(line, `tick ${result.outcome}`);
+  }
+  return { supplier, ...result, durationMs };
+}
+
+async function tickUnderLease(
+  deps: TickDeps,
+  req: TickRequest,
+  slotStart: Date,
+  log: Logger,
+): Promise<Omit<TickResult, "durationMs" | "supplier">> {
+  const supplier = req.supplier.name;
+  const lease = await deps.acquireLease(supplier);
+  if (!lease) return { outcome: "lease_busy" };
+  try {
+    const recovered = await deps.store.recoverAbandonedRuns(lease.client, supplier);
+    for (const run of recovered) {
+      deps.metrics.runsRecovered.inc({ supplier });
+      log.warn(
+        { run_id: run.id, state: run.state, pages: run.pages },
+        "recovered abandoned run (INTERRUPTED)",
+      );
+    }
+    if (!req.force && (await deps.store.hasSuccessInSlot(lease.client, supplier, slotStart))) {
+      return { outcome: "not_due" };
+    }
+    const trigger: RunTrigger = req.force ? "forced" : req.trigger;
+    const runId = await deps.store.startRun(lease.client, {
+      supplier,
+      slotStart,
+      trigger,
+      owner: deps.owner,
+    });
+    const runLog = log.child({ run_id: runId });
+    if (req.connector.kind !== "ok") {
+      const code = "CONNECTOR_MISSING";
+      runLog.warn({ reason: req.connector.reason }, `connector ${req.connector.kind}`);
+      const closed = await deps.store.closeRun(lease.client, {
+        runId,
+        walkComplete: false,
+        errorCode: code,
+        errorMessage: req.connector.reason,
+      });
+      return { outcome: "connector_missing", runId, state: closed?.state ?? "failed", errorCode: code };
+    }
+    return await walkAndClose(deps, req, req.connector, lease, runId, runLog);
+  } finally {
+    await lease.release();
+  }
+}
+
+async function walkAndClose(
+  deps: TickDeps,
+  req: TickRequest,
+  slot: Extract<ConnectorSlot, { kind: "ok" }>,
+  lease: Lease,
+  runId: number,
+  log: Logger,
+): Promise<Omit<TickResult, "durationMs" | "supplier">> {
+  const supplier = req.supplier.name;
+  const deadline = new AbortController();
+  const deadlineTimer = deps.clock.sleep(slot.runMs, deadline.signal).then(
+    () => deadline.abort(new IngestionError("DEADLINE", `run exceeded timeouts.runMs (${slot.runMs} ms)`)),
+    () => {},
+  );
+  const hardSignals = [lease.signal, deadline.signal, ...(req.abortSignal ? [req.abortSignal] : [])];
+  const walkSignal = AbortSignal.any(hardSignals);
+  const heartbeat = startHeartbeat(deps, lease, runId, walkSignal, log);
+
+  const counts = { pages: 0, seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0, delisted: 0 };
+  let walkComplete = false;
+  let failure: { code: string; message: string } | null = null;
+  let lastSeq = 0;
+  /** The page being written, if a failure happens while writing it. */
+  let writing: number | undefined;
+  try {
+    const pages = slot.connector.walk({ signal: walkSignal, log, runId: String(runId) });
+    let stoppedEarly = false;
+    for await (const page of pages) {
+      writing = page.seq;
+      const total = page.offers.length + page.rejects.length;
+      if (total > 0 && page.rejects.length / total > slot.maxRejectRatio) {
+        const message = `${page.rejects.length} of ${total} records invalid on page ${page.seq} (maxRejectRatio ${slot.maxRejectRatio}); first: ${page.rejects[0]?.reason}`;
+        await deps.store.recordFailedStep(lease.client, {
+          runId,
+          supplier,
+          seq: page.seq,
+          errorCode: "CONTRACT",
+          httpAttempts: page.httpAttempts,
+          rejects: page.rejects,
+        });
+        counts.rejected += page.rejects.length;
+        deps.metrics.records.inc({ supplier, result: "rejected" }, page.rejects.length);
+        failure = { code: "CONTRACT", message };
+        stoppedEarly = true;
+        break;
+      }
+      const c = await deps.store.commitPage(lease.client, { runId, supplier, page });
+      lastSeq = page.seq;
+      writing = undefined;
+      counts.pages++;
+      counts.seen += c.seen;
+      counts.inserted += c.inserted;
+      counts.updated += c.updated;
+      counts.unchanged += c.unchanged;
+      counts.rejected += c.rejected;
+      deps.metrics.skusProcessed.inc({ supplier }, c.seen);
+      deps.metrics.records.inc({ supplier, result: "inserted" }, c.inserted);
+      deps.metrics.records.inc({ supplier, result: "updated" }, c.updated);
+      deps.metrics.records.inc({ supplier, result: "unchanged" }, c.unchanged);
+      deps.metrics.records.inc({ supplier, result: "rejected" }, c.rejected);
+      log.debug({ seq: page.seq, ...c }, "page committed");
+      if (walkSignal.aborted) break;
+      if (req.stopSignal?.aborted) {
+        failure = { code: "SHUTDOWN", message: "stopped at a page boundary by shutdown" };
+        stoppedEarly = true;
+        break;
+      }
+    }
+    if (walkSignal.aborted) {
+      failure = reasonOf(walkSignal.reason);
+    } else if (!stoppedEarly) {
+      walkComplete = true;
+    }
+  } catch (err) {
+    failure = walkSignal.aborted ? reasonOf(walkSignal.reason) : reasonOf(err);
+    if (!lease.lost && failure.code !== "LEASE_LOST") {
+      // The page that failed is recorded as a failed step (its data, if any, was rolled back).
+      await deps.store
+        .recordFailedStep(lease.client, {
+          runId,
+          supplier,
+          // A failure while writing belongs to that page; one while fetching, to the next.
+          seq: writing ?? lastSeq + 1,
+          errorCode: failure.code,
+          httpAttempts: isIngestionError(err) ? (err.attempts ?? 0) : 0,
+        })
+        .catch((e) => log.warn({ err: errorMessage(e) }, "could not record the failed step"));
+    }
+  } finally {
+    deadline.abort();
+    await deadlineTimer;
+    await heartbeat.stop();
+  }
+
+  if (lease.lost || failure?.code === "LEASE_LOST") {
+    // Nothing more is written through the dead session. One CAS close from a fresh connection.
+    let state: RunState | undefined;
+    try {
+      const closed = await deps.store.closeRun(deps.pool, {
+        runId,
+        walkComplete: false,
+        errorCode: "LEASE_LOST",
+        errorMessage: failure?.message ?? "lease connection lost",
+      });
+      state = closed?.state;
+    } catch (err) {
+      log.warn({ err: errorMessage(err) }, "could not close the run after losing the lease; recovery will");
+    }
+    return { outcome: "lease_lost", runId, state, errorCode: "LEASE_LOST", counts };
+  }
+
+  try {
+    const closed = await deps.store.closeRun(lease.client, {
+      runId,
+      walkComplete,
+      errorCode: failure?.code ?? null,
+      errorMessage: failure?.message ?? null,
+    });
+    if (!closed) {
+      return { outcome: "failed", runId, errorCode: "INTERRUPTED", counts };
+    }
+    counts.delisted = closed.counts.recordsDelisted;
+    if (counts.delisted > 0) deps.metrics.records.inc({ supplier, result: "delisted" }, counts.delisted);
+    const outcome: TickOutcome =
+      closed.state === "succeeded" ? "success" : closed.state === "partial" ? "partial" : "failed";
+    return { outcome, runId, state: closed.state, errorCode: failure?.code ?? null, counts };
+  } catch (err) {
+    log.error({ err: errorMessage(err) }, "could not close the run; the next tick's recovery will");
+    return { outcome: "failed", runId, errorCode: "DATABASE", counts };
+  }
+}
+
+function reasonOf(err: unknown): { code: string; message: string } {
+  if (isIngestionError(err)) return { code: err.code, message: err.message };
+  const code = (err as { code?: unknown })?.code;
+  // pg errors carry a SQLSTATE; connection-level failures have none.
+  if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code))
+    return { code: "DATABASE", message: errorMessage(err) };
+  return { code: "INTERNAL", message: errorMessage(err) };
+}
+
+function startHeartbeat(
+  deps: TickDeps,
+  lease: Lease,
+  runId: number,
+  signal: AbortSignal,
+  log: Logger,
+): { stop(): Promise<void> } {
+  const stop = new AbortController();
+  const both = AbortSignal.any([signal, stop.signal]);
+  const every = deps.heartbeatMs ?? 10_000;
+  const loop = (async () => {
+    for (;;) {
+      try {
+        await deps.clock.sleep(every, both);
+      } catch {
+        return;
+      }
+      try {
+        await deps.store.heartbeatRun(lease.client, runId);
+      } catch (err) {
+        log.warn({ err: errorMessage(err) }, "run heartbeat failed");
+      }
+    }
+  })();
+  return {
+    async stop() {
+      stop.abort();
+      await loop;
+    },
+  };
+}

@@ -1,0 +1,186 @@
+import t from "tap";
+import type { SupplierConfig } from "../config/types.js";
+import type { RunTrigger, TickOutcome } from "../ingestion/ports.js";
+import { slotOffsetOf } from "../ingestion/slots.js";
+import type { TickResult } from "../ingestion/tick.js";
+import { ManualClock } from "../platform/clock.js";
+import { createLogger } from "../platform/logger.js";
+import { createMetrics } from "../platform/metrics.js";
+import { Scheduler } from "./scheduler.js";
+import { clockTimer } from "./timer.js";
+
+const HOUR = 3_600_000;
+const MIN = 60_000;
+const silent = createLogger({ level: "silent" });
+
+interface Fired {
+  supplier: string;
+  trigger: RunTrigger;
+  at: number;
+}
+
+function harness(
+  suppliers: SupplierConfig[],
+  opts: {
+    start?: number;
+    maxConcurrentTicks?: number;
+    outcome?: (f: Fired) => TickOutcome;
+    tickMs?: (f: Fired) => number;
+    last?: Map<string, Date | null>;
+  } = {},
+) {
+  const clock = new ManualClock(opts.start ?? 10 * HOUR);
+  const metrics = createMetrics({ processMetrics: false });
+  const fired: Fired[] = [];
+  let running = 0;
+  let maxRunning = 0;
+  const scheduler = new Scheduler({
+    suppliers,
+    maxConcurrentTicks: opts.maxConcurrentTicks ?? 4,
+    retryBackoffMs: MIN,
+    clock,
+    timer: clockTimer(clock),
+    log: silent,
+    metrics,
+    lastSuccesses: async () => opts.last ?? new Map(),
+    async tick(supplier, trigger): Promise<TickResult> {
+      const f = { supplier: supplier.name, trigger, at: clock.now() };
+      fired.push(f);
+      running++;
+      maxRunning = Math.max(maxRunning, running);
+      const ms = opts.tickMs?.(f) ?? 0;
+      if (ms > 0) await clock.sleep(ms);
+      running--;
+      return { supplier: supplier.name, outcome: opts.outcome?.(f) ?? "success", durationMs: ms };
+    },
+  });
+  return { clock, scheduler, fired, metrics, maxRunning: () => maxRunning };
+}
+
+t.test("catch-up at start, then one tick per slot at a stable offset", async (t) => {
+  const s: SupplierConfig = { name: "etm", intervalMs: HOUR, enabled: true };
+  const h = harness([s], { start: 10 * HOUR + 5 * MIN });
+  await h.scheduler.start();
+  await h.clock.advance(0);
+  t.equal(h.fired.length, 1, "no success in the current slot: ticks at once");
+  t.equal(h.fired[0]?.at, 10 * HOUR + 5 * MIN);
+  await h.clock.advance(10 * HOUR);
+  const offset = slotOffsetOf("etm", HOUR);
+  t.ok(offset <= 5 * MIN, "offset at most a tenth of the interval and 5 minutes");
+  t.same(
+    h.fired.slice(1).map((f) => f.at),
+    Array.from({ length: 10 }, (_, i) => (11 + i) * HOUR + offset),
+    "one tick per slot, each at the same offset",
+  );
+  await h.scheduler.stop();
+});
+
+t.test("a supplier that already succeeded in this slot waits for the next one", async (t) => {
+  const s: SupplierConfig = { name: "iek", intervalMs: HOUR, enabled: true };
+  const h = harness([s], {
+    start: 10 * HOUR + 30 * MIN,
+    last: new Map([["iek", new Date(10 * HOUR + MIN)]]),
+  });
+  await h.scheduler.start();
+  await h.clock.advance(29 * MIN);
+  t.equal(h.fired.length, 0);
+  await h.clock.advance(31 * MIN + 5 * MIN);
+  t.equal(h.fired.length, 1);
+  t.equal(h.fired[0]?.at, 11 * HOUR + slotOffsetOf("iek", HOUR));
+  await h.scheduler.stop();
+});
+
+t.test("disabled suppliers never tick", async (t) => {
+  const h = harness([
+    { name: "on", intervalMs: MIN, enabled: true },
+    { name: "off", intervalMs: MIN, enabled: false },
+  ]);
+  await h.scheduler.start();
+  await h.clock.advance(10 * MIN);
+  t.ok(h.fired.length >= 10);
+  t.notOk(h.fired.some((f) => f.supplier === "off"));
+  await h.scheduler.stop();
+});
+
+t.test("a tick still running when the next fires is skipped, not queued", async (t) => {
+  const s: SupplierConfig = { name: "slow", intervalMs: MIN, enabled: true };
+  const h = harness([s], { tickMs: () => 150_000 });
+  await h.scheduler.start();
+  await h.clock.advance(10 * MIN);
+  const skipped = await h.metrics.tickAttempts.get();
+  const value = skipped.values.find((v) => v.labels.outcome === "skipped_overlap")?.value ?? 0;
+  t.ok(value >= 2, `skipped_overlap counted (${value})`);
+  const starts = h.fired.map((f) => f.at);
+  for (let i = 1; i < starts.length; i++) t.ok(starts[i]! - starts[i - 1]! >= 150_000, "never two at once");
+  t.equal(h.maxRunning(), 1);
+  const stopping = h.scheduler.stop();
+  await h.clock.advance(200_000);
+  await stopping;
+});
+
+t.test("at most maxConcurrentTicks run at once", async (t) => {
+  const suppliers = ["a", "b", "c", "d", "e"].map((name) => ({ name, intervalMs: HOUR, enabled: true }));
+  const h = harness(suppliers, { maxConcurrentTicks: 2, tickMs: () => 1_000 });
+  await h.scheduler.start();
+  await h.clock.advance(10_000);
+  t.equal(h.fired.length, 5, "all caught up");
+  t.equal(h.maxRunning(), 2);
+  await h.scheduler.stop();
+});
+
+t.test("failed ticks retry within the slot with doubling backoff", async (t) => {
+  const s: SupplierConfig = { name: "flaky", intervalMs: HOUR, enabled: true };
+  const start = 10 * HOUR;
+  let n = 0;
+  const h = harness([s], { start, outcome: () => (++n <= 3 ? "failed" : "success") });
+  await h.scheduler.start();
+  await h.clock.advance(HOUR - 1);
+  t.same(
+    h.fired.map((f) => [f.at - start, f.trigger]),
+    [
+      [0, "schedule"],
+      [MIN, "retry"],
+      [MIN + 2 * MIN, "retry"],
+      [3 * MIN + 4 * MIN, "retry"],
+    ],
+    "1m, 2m, 4m, then success stops retrying",
+  );
+  await h.scheduler.stop();
+});
+
+t.test("backoff is capped at the interval and does not cross into the next slot", async (t) => {
+  const s: SupplierConfig = { name: "down", intervalMs: 5 * MIN, enabled: true };
+  const h = harness([s], { start: 10 * HOUR, outcome: () => "failed" });
+  await h.scheduler.start();
+  await h.clock.advance(30 * MIN);
+  const gaps = h.fired.slice(1).map((f, i) => f.at - h.fired[i]!.at);
+  t.ok(
+    gaps.every((g) => g <= 5 * MIN + 30_000),
+    "no gap beyond the interval plus its offset",
+  );
+  t.ok(h.fired.length >= 6, "keeps trying every slot");
+  await h.scheduler.stop();
+});
+
+t.test("stop tolerates never-started and double stop, and waits for running ticks", async (t) => {
+  const idle = harness([{ name: "x", intervalMs: MIN, enabled: true }]);
+  await idle.scheduler.stop();
+  await idle.scheduler.stop();
+  t.equal(idle.scheduler.lifecycle, "stopped");
+
+  const h = harness([{ name: "y", intervalMs: MIN, enabled: true }], { tickMs: () => 5_000 });
+  await h.scheduler.start();
+  await h.clock.advance(0);
+  let stopped = false;
+  const stopping = h.scheduler.stop().then(() => {
+    stopped = true;
+  });
+  await h.clock.advance(1_000);
+  t.notOk(stopped, "waits for the running tick");
+  await h.clock.advance(5_000);
+  await stopping;
+  t.ok(stopped);
+  await h.clock.advance(10 * MIN);
+  t.equal(h.fired.length, 1, "nothing fires after stop");
+  await h.scheduler.stop();
+});

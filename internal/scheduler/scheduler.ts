@@ -1,0 +1,194 @@
+/**
+ * One ticker per enabled supplier (DESIGN §4).
+ *
+ * - Each supplier fires at a stable offset into each epoch-aligned slot.
+ * - At start, a supplier with no success in the current slot ticks at once (catch-up).
+ * - At most `maxConcurrentTicks` ticks run at once; a supplier whose previous tick is
+ *   still running or waiting is skipped (`skipped_overlap`), never queued twice.
+ * - After `failed` / `partial` / `lease_lost`, a retry is armed within the slot with
+ *   backoff (retryBackoffMs, doubling, capped at the interval); each retry is a new
+ *   run with trigger `retry`.
+ */
+import type { SupplierConfig } from "../config/types.js";
+import type { RunTrigger, TickOutcome } from "../ingestion/ports.js";
+import { nextSlotFireAt, slotStartOf } from "../ingestion/slots.js";
+import type { TickResult } from "../ingestion/tick.js";
+import type { Clock } from "../platform/clock.js";
+import { errorMessage } from "../platform/errors.js";
+import type { Logger } from "../platform/logger.js";
+import type { Metrics } from "../platform/metrics.js";
+import type { OneShotTimer } from "./timer.js";
+
+export interface SchedulerOptions {
+  suppliers: SupplierConfig[];
+  maxConcurrentTicks: number;
+  retryBackoffMs: number;
+  clock: Clock;
+  timer: OneShotTimer;
+  log: Logger;
+  metrics: Metrics;
+  /** Runs one tick; never throws for supplier-level failures. */
+  tick(supplier: SupplierConfig, trigger: RunTrigger): Promise<TickResult>;
+  /** Last success per supplier, for catch-up at start. */
+  lastSuccesses(): Promise<Map<string, Date | null>>;
+}
+
+export type SchedulerState = "idle" | "running" | "stopping" | "stopped";
+
+const RETRY_OUTCOMES: ReadonlySet<TickOutcome> = new Set(["failed", "partial", "lease_lost"]);
+
+interface Ticker {
+  supplier: SupplierConfig;
+  timer?: { cancel(): void };
+  busy: boolean;
+  /** Consecutive failed ticks within `failureSlot`; the backoff restarts in a new slot. */
+  failures: number;
+  failureSlot: number;
+}
+
+export class Scheduler {
+  private state: SchedulerState = "idle";
+  private readonly tickers = new Map<string, Ticker>();
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private active = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(private readonly options: SchedulerOptions) {}
+
+  get lifecycle(): SchedulerState {
+    return this.state;
+  }
+
+  /** Arms every enabled supplier; catches up those with no success in the current slot. */
+  async start(): Promise<void> {
+    if (this.state !== "idle") return;
+    this.state = "running";
+    const { clock, log } = this.options;
+    let last = new Map<string, Date | null>();
+    try {
+      last = await this.options.lastSuccesses();
+    } catch (err) {
+      log.warn({ err: errorMessage(err) }, "could not read last successes; catching up every supplier");
+    }
+    const now = clock.now();
+    for (const supplier of this.options.suppliers) {
+      if (!supplier.enabled) continue;
+      const ticker: Ticker = { supplier, busy: false, failures: 0, failureSlot: 0 };
+      this.tickers.set(supplier.name, ticker);
+      const lastSuccess = last.get(supplier.name)?.getTime();
+      const slotStart = slotStartOf(now, supplier.intervalMs);
+      if (lastSuccess === undefined || lastSuccess < slotStart) {
+        this.fire(ticker, "schedule");
+      } else {
+        this.arm(ticker, nextSlotFireAt(now, supplier.name, supplier.intervalMs), "schedule");
+      }
+    }
+    log.info({ suppliers: this.tickers.size }, "scheduler started");
+  }
+
+  /** Stops arming ticks and waits for the running ones. Safe before start and twice. */
+  async stop(): Promise<void> {
+    if (this.state === "idle") {
+      this.state = "stopped";
+      return;
+    }
+    if (this.state === "running") this.state = "stopping";
+    for (const ticker of this.tickers.values()) ticker.timer?.cancel();
+    for (const wake of this.waiting.splice(0)) wake();
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    this.state = "stopped";
+  }
+
+  private arm(ticker: Ticker, atMs: number, trigger: RunTrigger): void {
+    ticker.timer?.cancel();
+    if (this.state !== "running") return;
+    ticker.timer = this.options.timer.at(atMs, () => this.fire(ticker, trigger));
+  }
+
+  private fire(ticker: Ticker, trigger: RunTrigger): void {
+    if (this.state !== "running") return;
+    const { supplier } = ticker;
+    if (ticker.busy) {
+      this.options.metrics.tickAttempts.inc({ supplier: supplier.name, outcome: "skipped_overlap" });
+      this.options.log.warn(
+        { supplier: supplier.name, outcome: "skipped_overlap" },
+        "previous tick has not completed; scheduled tick skipped",
+      );
+      this.arm(
+        ticker,
+        nextSlotFireAt(this.options.clock.now(), supplier.name, supplier.intervalMs),
+        "schedule",
+      );
+      return;
+    }
+    ticker.busy = true;
+    // The next slot is armed now, not when this tick ends: a tick that outlives its
+    // slot makes the next fire a visible `skipped_overlap`, as the contract says.
+    this.arm(
+      ticker,
+      nextSlotFireAt(this.options.clock.now(), supplier.name, supplier.intervalMs),
+      "schedule",
+    );
+    const run = this.runTicker(ticker, trigger).finally(() => {
+      ticker.busy = false;
+      this.inFlight.delete(run);
+    });
+    this.inFlight.add(run);
+  }
+
+  private async runTicker(ticker: Ticker, trigger: RunTrigger): Promise<void> {
+    const { supplier } = ticker;
+    await this.acquireSlot();
+    let result: TickResult | undefined;
+    try {
+      if (this.state !== "running") return;
+      result = await this.options.tick(supplier, trigger);
+    } catch (err) {
+      this.options.log.error({ supplier: supplier.name, err: errorMessage(err) }, "tick threw");
+    } finally {
+      this.releaseSlot();
+    }
+    this.armAfter(ticker, result?.outcome ?? "failed");
+  }
+
+  private armAfter(ticker: Ticker, outcome: TickOutcome): void {
+    const { supplier } = ticker;
+    const now = this.options.clock.now();
+    const nextSlot = nextSlotFireAt(now, supplier.name, supplier.intervalMs);
+    if (!RETRY_OUTCOMES.has(outcome)) {
+      if (outcome === "success") ticker.failures = 0;
+      return;
+    }
+    const slot = slotStartOf(now, supplier.intervalMs);
+    if (ticker.failureSlot !== slot) {
+      ticker.failureSlot = slot;
+      ticker.failures = 0;
+    }
+    ticker.failures++;
+    const backoff = Math.min(
+      this.options.retryBackoffMs * 2 ** Math.min(ticker.failures - 1, 30),
+      supplier.intervalMs,
+    );
+    const retryAt = now + backoff;
+    const slotEnd = slot + supplier.intervalMs;
+    if (retryAt < slotEnd && retryAt < nextSlot) {
+      this.options.log.info(
+        { supplier: supplier.name, outcome, retry_in_ms: backoff, attempt: ticker.failures },
+        "retrying within the slot",
+      );
+      this.arm(ticker, retryAt, "retry");
+    }
+  }
+
+  private async acquireSlot(): Promise<void> {
+    while (this.active >= this.options.maxConcurrentTicks && this.state === "running") {
+      await new Promise<void>((resolve) => this.waiting.push(resolve));
+    }
+    this.active++;
+  }
+
+  private releaseSlot(): void {
+    this.active--;
+    this.waiting.shift()?.();
+  }
+}

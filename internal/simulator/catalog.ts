@@ -1,0 +1,176 @@
+import type { SimulatorMutation, SimulatorRecord } from "./types.js";
+
+/**
+ * The deterministic catalog of one supplier. Nothing is materialised: the live
+ * offers are a short list of index segments, price changes a map index →
+ * version, and a record is computed from a hash of (supplier, index, version).
+ * Serving a page is O(page); memory is O(segments + changed prices).
+ *
+ * Invariant: segments are sorted, disjoint and non-empty; indices are never
+ * reused (`nextIndex` only grows until `reset`), so an added offer is a new SKU.
+ */
+
+/** 32-bit integer mix (murmur3 finaliser): cheap and well spread. */
+function mix(h: number): number {
+  let x = h | 0;
+  x ^= x >>> 16;
+  x = Math.imul(x, 0x85ebca6b);
+  x ^= x >>> 13;
+  x = Math.imul(x, 0xc2b2ae35);
+  x ^= x >>> 16;
+  return x >>> 0;
+}
+
+/** FNV-1a of a string, used once per supplier as the hash seed. */
+export function hashString(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+function hash3(seed: number, a: number, b: number): number {
+  return mix(mix(seed ^ Math.imul(a, 0x9e3779b1)) ^ Math.imul(b + 1, 0x27d4eb2f));
+}
+
+/** The SKU of offer `index` of `supplier` (DESIGN example shape). */
+export function skuOf(supplier: string, index: number): string {
+  return `${supplier.toUpperCase()}-${String(index).padStart(7, "0")}`;
+}
+
+const INVALID_KINDS = ["missing-article", "bad-price", "bad-currency", "negative-stock"] as const;
+export type InvalidKind = (typeof INVALID_KINDS)[number];
+
+/**
+ * Which invalid kind offer `index` has under `rate`, or null when valid.
+ * Exactly floor(n × rate) of the indices 0..n-1 are invalid, evenly spread,
+ * and the kinds rotate through {@link INVALID_KINDS}.
+ */
+export function invalidKindOf(index: number, rate: number): InvalidKind | null {
+  if (rate <= 0) return null;
+  const before = Math.floor(index * rate);
+  const after = Math.floor((index + 1) * rate);
+  if (after === before) return null;
+  return INVALID_KINDS[(after - 1) % INVALID_KINDS.length] ?? null;
+}
+
+export class Catalog {
+  private readonly seed: number;
+  private readonly label: string;
+  /** [start, end) index ranges of live offers, in served order. */
+  private segments: [number, number][] = [];
+  private nextIndex = 0;
+  private readonly versions = new Map<number, number>();
+  /** Position (mod live count) where the next `changePrices` starts. */
+  private priceCursor = 0;
+  private live = 0;
+
+  constructor(
+    private readonly supplier: string,
+    private readonly size: number,
+  ) {
+    this.seed = hashString(supplier);
+    this.label = supplier.charAt(0).toUpperCase() + supplier.slice(1);
+    this.reset();
+  }
+
+  get liveCount(): number {
+    return this.live;
+  }
+
+  reset(): void {
+    this.segments = this.size > 0 ? [[0, this.size]] : [];
+    this.nextIndex = this.size;
+    this.versions.clear();
+    this.priceCursor = 0;
+    this.live = this.size;
+  }
+
+  mutate(m: SimulatorMutation): void {
+    if (m.reset) this.reset();
+    if (m.changePrices) this.changePrices(m.changePrices);
+    if (m.remove) this.remove(m.remove);
+    if (m.add) this.add(m.add);
+  }
+
+  changePrices(k: number): void {
+    if (this.live === 0) return;
+    for (let i = 0; i < k; i++) {
+      const index = this.indexAt(this.priceCursor % this.live);
+      this.versions.set(index, (this.versions.get(index) ?? 0) + 1);
+      this.priceCursor = (this.priceCursor + 1) % this.live;
+    }
+  }
+
+  remove(k: number): void {
+    let left = Math.min(k, this.live);
+    this.live -= left;
+    while (left > 0) {
+      const last = this.segments[this.segments.length - 1]!;
+      const take = Math.min(left, last[1] - last[0]);
+      last[1] -= take;
+      left -= take;
+      if (last[1] === last[0]) this.segments.pop();
+    }
+    if (this.live > 0) this.priceCursor %= this.live;
+    else this.priceCursor = 0;
+  }
+
+  add(k: number): void {
+    if (k <= 0) return;
+    const last = this.segments[this.segments.length - 1];
+    if (last && last[1] === this.nextIndex) last[1] += k;
+    else this.segments.push([this.nextIndex, this.nextIndex + k]);
+    this.nextIndex += k;
+    this.live += k;
+  }
+
+  /** Offer index at live `position` (0 ≤ position < liveCount). */
+  indexAt(position: number): number {
+    let p = position;
+    for (const [start, end] of this.segments) {
+      if (p < end - start) return start + p;
+      p -= end - start;
+    }
+    throw new RangeError(`position ${position} out of range (live ${this.live})`);
+  }
+
+  /** Records at positions [from, to), clamped to the live catalog. */
+  slice(from: number, to: number): SimulatorRecord[] {
+    const out: SimulatorRecord[] = [];
+    const end = Math.min(to, this.live);
+    if (from >= end) return out;
+    // Walk the segments once instead of resolving each position separately.
+    let skip = from;
+    let remaining = end - from;
+    for (const [start, stop] of this.segments) {
+      const len = stop - start;
+      if (skip >= len) {
+        skip -= len;
+        continue;
+      }
+      for (let i = start + skip; i < stop && remaining > 0; i++, remaining--) out.push(this.recordOf(i));
+      skip = 0;
+      if (remaining === 0) break;
+    }
+    return out;
+  }
+
+  /** The valid record of offer `index` at its current price version. */
+  recordOf(index: number): SimulatorRecord {
+    const version = this.versions.get(index) ?? 0;
+    const base = hash3(this.seed, index, 0);
+    // Each version moves the price by a non-zero step (mod the range), so a change is always visible.
+    let cents = base % 99_900;
+    for (let v = 1; v <= version; v++) cents = (cents + 1 + (hash3(this.seed, index, v) % 500)) % 99_900;
+    cents += 100;
+    return {
+      article: skuOf(this.supplier, index),
+      title: `${this.label} offer ${index}`,
+      price: { value: `${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, "0")}`, currency: "EUR" },
+      stock: { total: mix(base ^ 0x5bd1e995) % 1000 },
+    };
+  }
+}

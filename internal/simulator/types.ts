@@ -1,0 +1,146 @@
+/**
+ * Public types of the supplier simulator: a deterministic fake supplier API
+ * served over real HTTP on loopback, for the demo, the tests, the fault suite
+ * and the benchmarks.
+ *
+ * Glossary:
+ * - *offer index*: the stable identity of an offer (its SKU is derived from it);
+ *   indices are never reused, so an offer added after a removal is a new SKU.
+ * - *position*: the 0-based place of a live offer in the served catalog order.
+ * - *page*: the 1-based number of a request within a walk (page 1 = first
+ *   request of a walk, whatever the pagination type). Faults name pages.
+ * - *walk*: one client pass over the catalog, from the first page to the page
+ *   the pagination type treats as the end.
+ */
+
+/** How the simulator checks credentials; wrong or missing credentials answer 401. */
+export type SimAuth =
+  | { type: "none" }
+  | { type: "bearer"; token: string }
+  | { type: "header"; name: string; value: string }
+  | { type: "basic"; username: string; password: string };
+
+export type SimPagination = "page" | "offset" | "cursor" | "link" | "none";
+
+/**
+ * Faults of one supplier, settable at any time (`{}` clears them). Every
+ * fault is deterministic: counters and a PRNG seeded from the supplier name.
+ */
+export interface SimulatorFaults {
+  /** Answer `code` (JSON body); on every page, or only `onPage`; with probability `rate`; at most `times` times. */
+  status?: { code: number; rate?: number; onPage?: number; times?: number };
+  /** Answer 429 with `Retry-After` in seconds (default 1) or as an HTTP date; at most `times` times. */
+  retryAfter?: { seconds?: number; httpDate?: boolean; times?: number; onPage?: number };
+  /** Delay every request by this many ms before anything else. */
+  latencyMs?: number;
+  /** Never answer this page until the fault is cleared (then it is served) or the server closes. */
+  hangOnPage?: number;
+  /** Send a Content-Length larger than the body, then destroy the socket. */
+  truncateOnPage?: number;
+  /** Answer 200 with a body that is not valid JSON. */
+  invalidJsonOnPage?: number;
+  /** Answer 200 with `{ "oops": [] }` (no `data.items`). */
+  missingRecordsPathOnPage?: number;
+  /** Content-Type of every answer; an `html` type gets an HTML body. */
+  contentType?: string;
+  /** Stream a JSON body of exactly this many bytes (chunked, never buffered whole). */
+  oversizedBodyBytes?: number;
+  /** Destroy the socket without any response. */
+  resetOnPage?: number;
+  /** Answer every request with 302 and this Location. */
+  redirectTo?: string;
+  /** Override the `Link` next URL (link pagination, while more pages remain). */
+  linkTo?: string;
+  /** Override `next_cursor` (cursor pagination, while more pages remain). */
+  cursorValue?: string;
+}
+
+export interface SimulatorSupplierOptions {
+  /** Number of offers of the pristine catalog (indices 0..size-1). */
+  size: number;
+  /** Default `limit` of a page; 100 when absent. */
+  pageSize?: number;
+  /** Pagination style; `page` when absent. */
+  pagination?: SimPagination;
+  auth?: SimAuth;
+  /** Server-side token bucket; a request over budget answers 429 with `Retry-After: 1`. */
+  rateLimit?: { requestsPerSecond: number; burst: number };
+  /** Fraction (0..1) of records served invalid, evenly spread by index, kinds rotating. */
+  invalidRate?: number;
+  /** Schema drift: serve the field at dot path `from` under dot path `to` instead. */
+  renameField?: { from: string; to: string };
+  faults?: SimulatorFaults;
+}
+
+export interface SimulatorMutation {
+  /** Change the price of the next `changePrices` live offers, in a rotating order. */
+  changePrices?: number;
+  /** Remove this many offers from the end of the catalog. */
+  remove?: number;
+  /** Append this many new offers (new indices, never reused). */
+  add?: number;
+  /** Back to the pristine catalog (applied before the other fields). */
+  reset?: boolean;
+}
+
+export interface SimulatorWalk {
+  /** ms timestamp (simulator clock) of the first-page request. */
+  startedAt: number;
+  /** ms timestamp of the terminal page served successfully; null while open or if never finished. */
+  endedAt: number | null;
+}
+
+export interface SimulatorStats {
+  requests: number;
+  /** HTTP status answered → count (sockets destroyed without a response are not counted here). */
+  byStatus: Record<number, number>;
+  walksStarted: number;
+  walksCompleted: number;
+  walks: SimulatorWalk[];
+  /** Requests in flight right now. */
+  concurrency: number;
+  /** Highest number of requests in flight at once. */
+  maxConcurrency: number;
+  /** Requests refused by the rate limit (429). */
+  overBudget: number;
+  /** ms timestamps of every request, the last 100k. */
+  requestTimes: number[];
+}
+
+/** A record as served by default (before invalidation and renaming). */
+export interface SimulatorRecord {
+  article: string;
+  title: string;
+  price: { value: string; currency: string };
+  stock: { total: number };
+}
+
+export interface Simulator {
+  /** `http://127.0.0.1:<port>` */
+  readonly url: string;
+  readonly port: number;
+  /** The connector baseUrl of a supplier: `http://127.0.0.1:<port>/<supplier>`. */
+  baseUrl(supplier: string): string;
+  /** Create or replace a supplier (pristine catalog, fresh stats). */
+  configure(name: string, options: SimulatorSupplierOptions): void;
+  mutate(name: string, m: SimulatorMutation): void;
+  setFaults(name: string, faults: SimulatorFaults): void;
+  stats(name: string): SimulatorStats;
+  resetStats(name: string): void;
+  /** The live catalog as served (valid shape, in served order), for assertions. */
+  offers(name: string): SimulatorRecord[];
+  /** Number of live offers. */
+  liveCount(name: string): number;
+  /** Ends hanging requests and open sockets; safe to call twice. */
+  close(): Promise<void>;
+}
+
+export interface StartSimulatorOptions {
+  /** 0 (default) picks a free port. */
+  port?: number;
+  /** Default 127.0.0.1. */
+  host?: string;
+  suppliers?: Record<string, SimulatorSupplierOptions>;
+  /** ms since the epoch; drives stats timestamps, rate limiting and HTTP dates. Default `Date.now`. */
+  clock?: () => number;
+}

@@ -1,0 +1,278 @@
+import type pg from "pg";
+import t from "tap";
+import { createTestDatabase, type Teardown, testPool } from "../../test/helpers/db.js";
+import type { Offer, Page } from "../ingestion/ports.js";
+import { IngestionError } from "../platform/errors.js";
+import { commitPage, recordFailedStep } from "./offers.js";
+import { closeRun, startRun } from "./runs.js";
+
+const SUPPLIER = "etm";
+const OWNER = { hostname: "test-host", pid: 1, bootId: "boot" };
+
+function catalog(n: number, price = (i: number) => `${10 + i}.50`): Offer[] {
+  return Array.from({ length: n }, (_, i) => ({
+    sku: `SKU-${String(i).padStart(6, "0")}`,
+    name: `Offer ${i}`,
+    price: price(i),
+    currency: "EUR",
+    stock: i % 7,
+  }));
+}
+
+function pages(offers: Offer[], size: number): Page[] {
+  const out: Page[] = [];
+  for (let i = 0; i < offers.length; i += size) {
+    out.push({ seq: out.length + 1, offers: offers.slice(i, i + size), rejects: [], httpAttempts: 1 });
+  }
+  return out;
+}
+
+async function newRun(db: pg.ClientBase, slot = new Date("2025-01-01T00:00:00Z")): Promise<number> {
+  return startRun(db, { supplier: SUPPLIER, slotStart: slot, trigger: "schedule", owner: OWNER });
+}
+
+async function commitAll(client: pg.ClientBase, runId: number, all: Page[]) {
+  const total = { seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0 };
+  for (const page of all) {
+    const c = await commitPage(client, { runId, supplier: SUPPLIER, page });
+    for (const k of Object.keys(total) as (keyof typeof total)[]) total[k] += c[k];
+  }
+  return total;
+}
+
+async function count(db: pg.Pool, sql: string, params: unknown[] = []): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(sql, params);
+  return rows[0]?.n ?? -1;
+}
+
+/** Flushes this backend's table statistics before it answers, then reads supplier_offers' update counter. */
+async function offerUpdates(client: pg.ClientBase, pool: pg.Pool): Promise<number> {
+  await client.query("select pg_stat_force_next_flush()");
+  return count(
+    pool,
+    "select (n_tup_upd + n_tup_hot_upd)::int as n from pg_stat_user_tables where relname = 'supplier_offers'",
+  );
+}
+
+async function setup(t: Teardown) {
+  const pool = testPool(t, await createTestDatabase(t));
+  const client = await pool.connect();
+  t.teardown(() => client.release());
+  return { pool, client };
+}
+
+t.test("first load, unchanged re-sync and 100 changed prices", async (t) => {
+  const { pool, client } = await setup(t);
+  const offers = catalog(2000);
+
+  const run1 = await newRun(client);
+  const first = await commitAll(client, run1, pages(offers, 1000));
+  t.same(first, { seen: 2000, inserted: 2000, updated: 0, unchanged: 0, rejected: 0 });
+  t.equal(await count(pool, "select count(*)::int as n from supplier_offer_observations"), 2000);
+  const closed1 = await closeRun(client, {
+    runId: run1,
+    walkComplete: true,
+    errorCode: null,
+    errorMessage: null,
+  });
+  t.equal(closed1?.state, "succeeded");
+  t.match(closed1?.counts, { pages: 2, recordsSeen: 2000, recordsInserted: 2000, recordsDelisted: 0 });
+
+  const xminBefore = await pool.query("select sku, xmin::text from supplier_offers order by sku");
+  const updatesBefore = await offerUpdates(client, pool);
+
+  const run2 = await newRun(client, new Date("2025-01-01T06:00:00Z"));
+  const second = await commitAll(client, run2, pages(offers, 1000));
+  t.same(second, { seen: 2000, inserted: 0, updated: 0, unchanged: 2000, rejected: 0 }, "all unchanged");
+  t.equal(
+    await offerUpdates(client, pool),
+    updatesBefore,
+    "no UPDATE of supplier_offers (n_tup_upd unchanged)",
+  );
+  const xminAfter = await pool.query("select sku, xmin::text from supplier_offers order by sku");
+  t.same(xminAfter.rows, xminBefore.rows, "no row version of supplier_offers rewritten");
+  t.equal(
+    await count(pool, "select count(*)::int as n from supplier_offer_observations where run_id = $1", [run2]),
+    0,
+    "no observation for unchanged offers",
+  );
+  const closed2 = await closeRun(client, {
+    runId: run2,
+    walkComplete: true,
+    errorCode: null,
+    errorMessage: null,
+  });
+  t.match(closed2?.counts, { recordsUnchanged: 2000, recordsDelisted: 0 });
+
+  const changed = catalog(2000, (i) => (i % 20 === 0 ? `${99 + i}.99` : `${10 + i}.50`));
+  const run3 = await newRun(client, new Date("2025-01-01T12:00:00Z"));
+  const third = await commitAll(client, run3, pages(changed, 1000));
+  t.same(third, { seen: 2000, inserted: 0, updated: 100, unchanged: 1900, rejected: 0 });
+  t.equal(await offerUpdates(client, pool), updatesBefore + 100, "the update counter does see real updates");
+  t.equal(
+    await count(pool, "select count(*)::int as n from supplier_offer_observations where run_id = $1", [run3]),
+    100,
+    "exactly 100 observations",
+  );
+  t.equal(
+    await count(
+      pool,
+      "select count(*)::int as n from supplier_offers where last_run_id = $1 and price = 99.99",
+      [run3],
+    ),
+    1,
+    "SKU 0 carries its new price and this run as last changer",
+  );
+  const closed3 = await closeRun(client, {
+    runId: run3,
+    walkComplete: true,
+    errorCode: null,
+    errorMessage: null,
+  });
+  t.match(closed3?.counts, { recordsUpdated: 100, recordsUnchanged: 1900 });
+});
+
+t.test("content hash normalises the decimal and tells null from empty", async (t) => {
+  const { pool, client } = await setup(t);
+  const base: Offer = { sku: "A", name: "x", price: "1.50", currency: "EUR", stock: null };
+  const run1 = await newRun(client);
+  await commitPage(client, {
+    runId: run1,
+    supplier: SUPPLIER,
+    page: { seq: 1, offers: [base], rejects: [], httpAttempts: 1 },
+  });
+  const run2 = await newRun(client);
+  const same = await commitPage(client, {
+    runId: run2,
+    supplier: SUPPLIER,
+    page: { seq: 1, offers: [{ ...base, price: "1.5000" }], rejects: [], httpAttempts: 1 },
+  });
+  t.equal(same.unchanged, 1, "1.50 and 1.5000 are the same price");
+  const emptyName = await commitPage(client, {
+    runId: run2,
+    supplier: SUPPLIER,
+    page: { seq: 2, offers: [{ ...base, name: "" }], rejects: [], httpAttempts: 1 },
+  });
+  t.equal(emptyName.updated, 1, "empty name differs from the stored name");
+  const stocked = await commitPage(client, {
+    runId: run2,
+    supplier: SUPPLIER,
+    page: { seq: 3, offers: [{ ...base, name: "", stock: 0 }], rejects: [], httpAttempts: 1 },
+  });
+  t.equal(stocked.updated, 1, "stock 0 differs from null");
+  const { rows } = await pool.query("select price::text, stock from supplier_offers where sku = 'A'");
+  t.same(rows, [{ price: "1.50", stock: 0 }], "stored price keeps the exact decimal first written");
+});
+
+t.test("re-committing a succeeded step changes nothing and returns zero counts", async (t) => {
+  const { pool, client } = await setup(t);
+  const runId = await newRun(client);
+  const [page] = pages(catalog(500), 500);
+  if (!page) throw new Error("no page");
+  const first = await commitPage(client, { runId, supplier: SUPPLIER, page });
+  t.equal(first.inserted, 500);
+  const changedPage: Page = { ...page, offers: page.offers.map((o) => ({ ...o, price: "1.00" })) };
+  const again = await commitPage(client, { runId, supplier: SUPPLIER, page: changedPage });
+  t.same(again, { seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0 });
+  t.equal(
+    await count(pool, "select count(*)::int as n from supplier_offer_observations"),
+    500,
+    "no duplicate",
+  );
+  t.equal(await count(pool, "select count(*)::int as n from supplier_offers where price = 1.00"), 0);
+  const run = await pool.query(
+    "select pages, records_seen, records_inserted from ingestion_runs where id = $1",
+    [runId],
+  );
+  t.same(run.rows[0], { pages: 1, records_seen: 500, records_inserted: 500 }, "counters counted once");
+});
+
+t.test("a SKU repeated on a page or across pages: last one wins, seen once more", async (t) => {
+  const { pool, client } = await setup(t);
+  const runId = await newRun(client);
+  const o = (sku: string, price: string): Offer => ({ sku, name: null, price, currency: null, stock: null });
+  const p1 = await commitPage(client, {
+    runId,
+    supplier: SUPPLIER,
+    page: { seq: 1, offers: [o("A", "1"), o("B", "2"), o("A", "3")], rejects: [], httpAttempts: 1 },
+  });
+  t.same(p1, { seen: 3, inserted: 2, updated: 0, unchanged: 0, rejected: 0 });
+  const p2 = await commitPage(client, {
+    runId,
+    supplier: SUPPLIER,
+    page: { seq: 2, offers: [o("A", "4"), o("B", "2")], rejects: [], httpAttempts: 1 },
+  });
+  t.same(p2, { seen: 2, inserted: 0, updated: 1, unchanged: 1, rejected: 0 });
+  const offers = await pool.query("select sku, price::text from supplier_offers order by sku");
+  t.same(offers.rows, [
+    { sku: "A", price: "4" },
+    { sku: "B", price: "2" },
+  ]);
+  const obs = await pool.query("select sku, price::text from supplier_offer_observations order by sku");
+  t.same(
+    obs.rows,
+    [
+      { sku: "A", price: "4" },
+      { sku: "B", price: "2" },
+    ],
+    "one observation per SKU and run, equal to what the run left",
+  );
+});
+
+t.test("rejects are stored with their raw payload and counted", async (t) => {
+  const { pool, client } = await setup(t);
+  const runId = await newRun(client);
+  const rejects = [
+    { reason: "missing sku", raw: { title: "no sku", price: { value: "1.0" } } },
+    { reason: "bad price", raw: { article: 42, price: "abc\u0000def" } },
+    { reason: "not an object", raw: "plain" },
+  ];
+  const c = await commitPage(client, {
+    runId,
+    supplier: SUPPLIER,
+    page: { seq: 1, offers: catalog(2), rejects, httpAttempts: 2 },
+  });
+  t.same(c, { seen: 2, inserted: 2, updated: 0, unchanged: 0, rejected: 3 });
+  const { rows } = await pool.query(
+    "select seq, reason, raw from ingestion_rejects where run_id = $1 order by id",
+    [runId],
+  );
+  t.same(rows, [
+    { seq: 1, reason: "missing sku", raw: { title: "no sku", price: { value: "1.0" } } },
+    { seq: 1, reason: "bad price", raw: { article: 42, price: "abc\uFFFDdef" } },
+    { seq: 1, reason: "not an object", raw: "plain" },
+  ]);
+
+  const failed = { runId, supplier: SUPPLIER, seq: 2, errorCode: "CONTRACT", httpAttempts: 3, rejects };
+  await recordFailedStep(client, failed);
+  await recordFailedStep(client, failed);
+  t.equal(
+    await count(pool, "select count(*)::int as n from ingestion_rejects where run_id = $1 and seq = 2", [
+      runId,
+    ]),
+    3,
+    "a failed page keeps its rejects, once",
+  );
+  const step = await pool.query(
+    "select state, error_code, http_attempts from ingestion_run_steps where seq = 2",
+  );
+  t.same(step.rows, [{ state: "failed", error_code: "CONTRACT", http_attempts: 3 }]);
+  await recordFailedStep(client, { ...failed, seq: 1 });
+  const first = await pool.query("select state from ingestion_run_steps where seq = 1");
+  t.equal(first.rows[0]?.state, "succeeded", "a succeeded step is never turned into a failed one");
+  const run = await pool.query("select records_rejected from ingestion_runs where id = $1", [runId]);
+  t.equal(run.rows[0]?.records_rejected, 6);
+});
+
+t.test("a page for a run closed by recovery is refused and writes nothing", async (t) => {
+  const { pool, client } = await setup(t);
+  const runId = await newRun(client);
+  await pool.query("update ingestion_runs set state = 'failed', finished_at = now() where id = $1", [runId]);
+  const page: Page = { seq: 1, offers: catalog(10), rejects: [{ reason: "r", raw: 1 }], httpAttempts: 1 };
+  await t.rejects(commitPage(client, { runId, supplier: SUPPLIER, page }), IngestionError);
+  t.equal(await count(pool, "select count(*)::int as n from supplier_offers"), 0);
+  t.equal(await count(pool, "select count(*)::int as n from ingestion_run_steps"), 0);
+  t.equal(await count(pool, "select count(*)::int as n from ingestion_rejects"), 0);
+  const ok = await client.query("select 1 as one");
+  t.equal(ok.rows[0]?.one, 1, "the connection is usable after the rollback");
+});

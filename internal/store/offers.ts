@@ -1,0 +1,283 @@
+/**
+ * The hot path: one page committed as one transaction, with change detection by
+ * content hash so an unchanged offer costs no write (DESIGN §5, §7).
+ *
+ * Counting (per page; a run's counters are the sums):
+ * - `seen` = offers on the page, every occurrence (a SKU repeated on the page, or
+ *   already written by an earlier page of the same run, is seen once more).
+ * - The page is reduced to one offer per SKU, the last occurrence winning; each of
+ *   those is exactly one of `inserted` (SKU unknown), `updated` (hash differs from
+ *   the stored row, which may be this run's earlier page) or `unchanged`. So
+ *   `inserted + updated + unchanged` = distinct SKUs on the page.
+ * - `rejected` = rejects of the page.
+ *
+ * Content hash: md5 of `name, trim_scale(price), currency, stock` each through
+ * `quote_nullable` (quoted, so unambiguous: null is not "" and no separator can be
+ * forged), computed in SQL so the decimal is normalised by PostgreSQL itself
+ * (`1.50` and `1.5` hash alike). Measured on 100k rows: 1.0 µs/row, against 1.9
+ * for a jsonb encoding and 1.4-2.4 for node:crypto md5 (which would also block
+ * the event loop and need a JS copy of numeric normalisation).
+ *
+ * Measured (PostgreSQL 15, shared 2-core box, pages of 5,000, 1M offers): first load
+ * 72k rows/s with 489 B WAL/row (offers + observations); unchanged re-sync 121k
+ * rows/s with ~0 WAL (0.1 B/row: step and run rows); 1% changed 121k rows/s, 6 B
+ * WAL/row; closeRun with delisting 1.7 s. Raw `COPY` into one table: 375k rows/s.
+ */
+import type pg from "pg";
+import type { Offer, Page, PageCounts, Reject } from "../ingestion/ports.js";
+import { IngestionError } from "../platform/errors.js";
+import { inTransaction, type Queryable } from "./queryable.js";
+import { prepareSeenSet } from "./seen-set.js";
+
+const ZERO_COUNTS: PageCounts = { seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0 };
+
+/**
+ * Claims the step row as succeeded. Nothing is returned when it already succeeded:
+ * that is a re-commit after an ambiguous commit, and must change nothing. A step
+ * recorded `failed` (or left `running`) may still succeed on a later attempt.
+ */
+const CLAIM_STEP = `
+insert into ingestion_run_steps (run_id, seq, state, finished_at, records, http_attempts, error_code)
+values ($1, $2, 'succeeded', now(), $3, $4, null)
+on conflict (run_id, seq) do update
+   set state = 'succeeded', finished_at = now(), records = excluded.records,
+       http_attempts = excluded.http_attempts, error_code = null
+ where ingestion_run_steps.state <> 'succeeded'
+returning 1`;
+
+/**
+ * Stage → classify → write, as one statement, for a page already reduced to one
+ * offer per SKU. Each SKU is probed in the primary key (the `offset 0` lateral
+ * keeps it a nested loop of index probes: a hash join would read the supplier's
+ * whole catalog on every page; `limit 1` makes it a plain index scan). Changed rows
+ * are then updated by the `ctid` that probe found (a TID scan, for the same reason;
+ * safe within one statement and snapshot, and checked: if a row moved under us the
+ * update count differs and the page fails). Only new and changed offers are written and observed; the page's SKUs go to the session's seen
+ * set as one array row (temp: no WAL).
+ *
+ * New offers are plain inserts, not upserts: under the lease nobody else writes this
+ * supplier, and `on conflict` costs twice as much per row (measured: 41 against
+ * 16-22 ms for 5,000 rows). Should the lease invariant ever break, the primary keys
+ * still refuse the duplicate and the page fails instead of corrupting anything.
+ *
+ * The observation conflict target `(supplier, sku, run_id)` is hit only when an
+ * earlier page of the same run wrote this SKU with other content: the observation
+ * then takes the last value, like the offer, so a run's observation always equals
+ * what the run left in `supplier_offers`.
+ */
+const WRITE_PAGE = `
+with page as (
+  select u.sku, u.name, u.price, u.currency, u.stock,
+         md5(concat_ws(',', quote_nullable(u.name), trim_scale(u.price)::text,
+                       quote_nullable(u.currency), quote_nullable(u.stock))) as content_hash
+    from unnest($3::text[], $4::text[], $5::numeric[], $6::text[], $7::int[]) as u(sku, name, price, currency, stock)
+), classified as (
+  select p.*, o.sku is null as is_new, o.content_hash is distinct from p.content_hash as is_changed, o.row_tid
+    from page p
+    left join lateral (
+      select s.sku, s.content_hash, s.ctid as row_tid
+        from supplier_offers s where s.supplier = $2 and s.sku = p.sku limit 1
+    ) o on true
+), inserted as (
+  insert into supplier_offers
+         (supplier, sku, name, price, currency, stock, content_hash, first_seen_at, last_changed_at, last_run_id)
+  select $2, sku, name, price, currency, stock, content_hash, now(), now(), $1
+    from classified where is_new
+  returning 1
+), updated as (
+  update supplier_offers o
+     set name = c.name, price = c.price, currency = c.currency, stock = c.stock,
+         content_hash = c.content_hash, last_changed_at = now(), last_run_id = $1
+    from classified c
+   where o.ctid = any (array(select row_tid from classified where is_changed and not is_new))
+     and c.row_tid = o.ctid and c.is_changed and not c.is_new
+  returning 1
+), observed_new as (
+  insert into supplier_offer_observations (supplier, sku, run_id, observed_at, price, currency, stock, content_hash)
+  select $2, sku, $1, now(), price, currency, stock, content_hash
+    from classified where is_new
+  returning 1
+), observed_changed as (
+  insert into supplier_offer_observations (supplier, sku, run_id, observed_at, price, currency, stock, content_hash)
+  select $2, sku, $1, now(), price, currency, stock, content_hash
+    from classified where is_changed and not is_new
+  on conflict (supplier, sku, run_id) do update
+     set observed_at = excluded.observed_at, price = excluded.price, currency = excluded.currency,
+         stock = excluded.stock, content_hash = excluded.content_hash
+  returning 1
+), rejected as (
+  insert into ingestion_rejects (run_id, supplier, seq, reason, raw)
+  select $1, $2, $8, r.value->>'reason', r.value->'raw'
+    from jsonb_array_elements($9::jsonb) as r(value)
+  returning 1
+), seen as (
+  insert into pg_temp.supplier_sync_run_seen (run_id, seq, skus) values ($1, $8, $3::text[])
+  returning 1
+), counts as (
+  select count(*) filter (where is_new)::int as inserted,
+         count(*) filter (where is_changed and not is_new)::int as updated,
+         count(*) filter (where not is_changed)::int as unchanged
+    from classified
+), run as (
+  update ingestion_runs r
+     set pages = pages + 1,
+         records_seen = records_seen + $10,
+         records_inserted = records_inserted + counts.inserted,
+         records_updated = records_updated + counts.updated,
+         records_unchanged = records_unchanged + counts.unchanged,
+         records_rejected = records_rejected + $11,
+         heartbeat_at = now()
+    from counts
+   where r.id = $1 and r.state = 'running'
+  returning 1
+)
+select counts.*,
+       (select count(*) from run)::int as run_updated,
+       (select count(*) from inserted)::int as inserted_rows,
+       (select count(*) from updated)::int as updated_rows,
+       (select count(*) from observed_new)::int + (select count(*) from observed_changed)::int as observed,
+       (select count(*) from rejected)::int as rejects,
+       (select count(*) from seen)::int as staged
+  from counts`;
+
+/** The page with one offer per SKU, the last occurrence winning (in first-seen order). */
+function lastOccurrences(offers: Offer[]): Offer[] {
+  const bySku = new Map<string, Offer>();
+  for (const offer of offers) bySku.set(offer.sku, offer);
+  return bySku.size === offers.length ? offers : [...bySku.values()];
+}
+
+/**
+ * Commits one page in ONE transaction: the step row `(run_id, seq)` marked succeeded
+ * together with the page's data (offers upserted by content hash, one observation
+ * per new/changed offer, rejects with their raw payload) and the run's counters.
+ * Must be called on the lease connection: the SKUs it saw are staged on that session
+ * for `closeRun`'s delisting.
+ *
+ * Idempotent: re-committing a step that already succeeded (a retry after an
+ * ambiguous commit) changes nothing and returns zero counts. Throws
+ * `IngestionError('INTERRUPTED')` (and writes nothing) if the run is no longer
+ * running: it was closed by recovery.
+ */
+export async function commitPage(
+  client: pg.ClientBase,
+  input: { runId: number; supplier: string; page: Page },
+): Promise<PageCounts> {
+  const { runId, supplier, page } = input;
+  const offers = lastOccurrences(page.offers);
+  return inTransaction(client, async (tx) => {
+    const claim = await tx.query(CLAIM_STEP, [runId, page.seq, page.offers.length, page.httpAttempts]);
+    if (claim.rowCount === 0) return { ...ZERO_COUNTS };
+    await prepareSeenSet(tx, runId);
+    const { rows } = await tx.query<{
+      inserted: number;
+      updated: number;
+      unchanged: number;
+      run_updated: number;
+      inserted_rows: number;
+      updated_rows: number;
+    }>(WRITE_PAGE, [
+      runId,
+      supplier,
+      offers.map((o) => o.sku),
+      offers.map((o) => o.name),
+      offers.map((o) => o.price),
+      offers.map((o) => o.currency),
+      offers.map((o) => o.stock),
+      page.seq,
+      serializeRejects(page.rejects),
+      page.offers.length,
+      page.rejects.length,
+    ]);
+    const row = rows[0];
+    if (row && (row.inserted_rows !== row.inserted || row.updated_rows !== row.updated)) {
+      // Only possible if someone else wrote this supplier's offers meanwhile: the lease was not exclusive.
+      throw new IngestionError(
+        "DATABASE",
+        `page ${page.seq} of run ${runId}: offers changed concurrently (${row.updated_rows}/${row.updated} updated)`,
+      );
+    }
+    if (row?.run_updated !== 1) {
+      throw new IngestionError(
+        "INTERRUPTED",
+        `run ${runId} is no longer running: page ${page.seq} not committed`,
+      );
+    }
+    return {
+      seen: page.offers.length,
+      inserted: row.inserted,
+      updated: row.updated,
+      unchanged: row.unchanged,
+      rejected: page.rejects.length,
+    };
+  });
+}
+
+/**
+ * Records a failed step (state failed, error code, HTTP attempts) and keeps its
+ * rejects, if given: a page failed as CONTRACT for too many invalid records still
+ * keeps them. Idempotent per `(run_id, seq)`: a second call, or a call for a step
+ * that already succeeded, writes nothing. Rejects are counted on the run.
+ */
+export async function recordFailedStep(
+  db: Queryable,
+  input: {
+    runId: number;
+    supplier: string;
+    seq: number;
+    errorCode: string;
+    httpAttempts: number;
+    rejects?: Reject[];
+  },
+): Promise<void> {
+  const rejects = input.rejects ?? [];
+  await inTransaction(db, async (tx) => {
+    const { rowCount } = await tx.query(
+      `insert into ingestion_run_steps (run_id, seq, state, finished_at, records, http_attempts, error_code)
+       values ($1, $2, 'failed', now(), 0, $3, $4)
+       on conflict (run_id, seq) do update
+          set state = 'failed', finished_at = now(), http_attempts = excluded.http_attempts,
+              error_code = excluded.error_code
+        where ingestion_run_steps.state = 'running'
+       returning 1`,
+      [input.runId, input.seq, input.httpAttempts, input.errorCode],
+    );
+    if (rowCount === 0 || rejects.length === 0) return;
+    await tx.query(
+      `with rejected as (
+         insert into ingestion_rejects (run_id, supplier, seq, reason, raw)
+         select $1, $2, $3, r.value->>'reason', r.value->'raw'
+           from jsonb_array_elements($4::jsonb) as r(value)
+         returning 1
+       )
+       update ingestion_runs set records_rejected = records_rejected + (select count(*) from rejected)
+        where id = $1`,
+      [input.runId, input.supplier, input.seq, serializeRejects(rejects)],
+    );
+  });
+}
+
+/**
+ * Rejects as one JSON array parameter. The raw payload is whatever the supplier
+ * sent, so it must survive jsonb: `\u0000` (which jsonb refuses) becomes U+FFFD,
+ * and a value JSON cannot express (undefined, BigInt, a cycle) is kept as text.
+ */
+export function serializeRejects(rejects: Reject[]): string {
+  const items = rejects.map((r) => ({ reason: stripNul(r.reason), raw: toJsonSafe(r.raw) }));
+  return JSON.stringify(items);
+}
+
+function toJsonSafe(raw: unknown): unknown {
+  try {
+    const text = JSON.stringify(raw, (_key, value: unknown) =>
+      typeof value === "string" ? stripNul(value) : value,
+    );
+    return text === undefined ? null : JSON.parse(text);
+  } catch {
+    return stripNul(String(raw));
+  }
+}
+
+function stripNul(text: string): string {
+  return text.includes("\u0000") ? text.replaceAll("\u0000", "\uFFFD") : text;
+}

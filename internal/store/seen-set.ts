@@ -1,0 +1,112 @@
+/**
+ * The per-run "seen set": which SKUs a run saw, kept so a succeeded run can delist
+ * the offers it did not see without writing the offers it saw unchanged.
+ *
+ * Why session temp tables on the lease connection:
+ * - An unchanged offer must cause no write to `supplier_offers` (no dead tuple, no
+ *   WAL), so "seen" cannot live there, and a durable per-run table of every SKU
+ *   would write (and WAL-log, and later vacuum) the whole catalog on every run.
+ * - A run lives on one connection for its whole life (the lease connection: every
+ *   tick write goes through it), so a `pg_temp` table on that session holds its
+ *   seen SKUs at no WAL cost, and vanishes with the session when the lease dies,
+ *   which is exactly when the run can no longer succeed anyway.
+ * - Rows are staged in the same transaction as the step they belong to, so the set
+ *   is consistent with the committed steps: a rolled-back page leaves no SKU.
+ *
+ * Invariant for delisting: the set is trusted only if it covers every succeeded
+ * step of the run (one row per staged step). When
+ * it does not (closeRun called on another connection, the session was replaced),
+ * delisting is skipped: an offer missed by one run is delisted by the next
+ * complete one, whereas a false delisting would be a lie about the catalog.
+ *
+ * One connection runs one run at a time, so rows of any other run are leftovers of
+ * a run closed elsewhere; they are truncated (temp tables are never autovacuumed,
+ * so DELETE would let them grow for the life of a pooled connection).
+ */
+import type pg from "pg";
+
+// Fixed names, never built from input. Created lazily inside the caller's transaction.
+const CREATE_STAGING = `create temp table if not exists supplier_sync_run_seen (
+  run_id bigint not null, seq integer not null, skus text[] not null, primary key (run_id, seq))`;
+
+/**
+ * Makes sure the staging tables exist on this session and hold nothing from another
+ * run. Call inside the page transaction, before staging.
+ */
+export async function prepareSeenSet(client: pg.ClientBase, runId: number): Promise<void> {
+  await client.query(CREATE_STAGING);
+  const { rows } = await client.query<{ stale: boolean; mine: boolean }>(
+    `select coalesce(bool_or(run_id <> $1), false) as stale, coalesce(bool_or(run_id = $1), false) as mine
+       from pg_temp.supplier_sync_run_seen`,
+    [runId],
+  );
+  const row = rows[0];
+  if (!row?.stale) return;
+  if (row.mine) {
+    await client.query("delete from pg_temp.supplier_sync_run_seen where run_id <> $1", [runId]);
+  } else {
+    await client.query("truncate pg_temp.supplier_sync_run_seen");
+  }
+}
+
+/** Whether this session staged every succeeded step of the run (and so may delist). */
+export async function isSeenSetComplete(
+  db: pg.ClientBase,
+  runId: number,
+  succeededSteps: number,
+): Promise<boolean> {
+  const exists = await db.query<{ present: boolean }>(
+    "select to_regclass('pg_temp.supplier_sync_run_seen') is not null as present",
+  );
+  if (!exists.rows[0]?.present) return false;
+  const { rows } = await db.query<{ n: number }>(
+    "select count(*)::int as n from pg_temp.supplier_sync_run_seen where run_id = $1",
+    [runId],
+  );
+  return rows[0]?.n === succeededSteps;
+}
+
+/**
+ * In one statement: offers of the supplier not seen by the run get `delisted_at`,
+ * delisted offers it saw again get it cleared. Offers already in the right state
+ * are not touched. Returns how many were delisted.
+ */
+export async function applyDelisting(db: pg.ClientBase, runId: number, supplier: string): Promise<number> {
+  const { rows } = await db.query<{ delisted: number }>(
+    `with seen as (
+       select distinct unnest(skus) as sku from pg_temp.supplier_sync_run_seen where run_id = $1
+     ), targets as (
+       select o.sku, s.sku is null as delist
+         from supplier_offers o
+         left join seen s on s.sku = o.sku
+        where o.supplier = $2
+          and ((s.sku is null and o.delisted_at is null) or (s.sku is not null and o.delisted_at is not null))
+     ), changed as (
+       update supplier_offers o
+          set delisted_at = case when t.delist then now() end
+         from targets t
+        where o.supplier = $2 and o.sku = t.sku
+       returning t.delist
+     )
+     select count(*) filter (where delist)::int as delisted from changed`,
+    [runId, supplier],
+  );
+  return rows[0]?.delisted ?? 0;
+}
+
+/** Drops the run's staged rows from this session, if it has any. */
+export async function discardSeenSet(db: pg.ClientBase, runId: number): Promise<void> {
+  const exists = await db.query<{ present: boolean }>(
+    "select to_regclass('pg_temp.supplier_sync_run_seen') is not null as present",
+  );
+  if (!exists.rows[0]?.present) return;
+  const { rows } = await db.query<{ other: boolean }>(
+    "select exists (select 1 from pg_temp.supplier_sync_run_seen where run_id <> $1) as other",
+    [runId],
+  );
+  if (rows[0]?.other) {
+    await db.query("delete from pg_temp.supplier_sync_run_seen where run_id = $1", [runId]);
+  } else {
+    await db.query("truncate pg_temp.supplier_sync_run_seen");
+  }
+}

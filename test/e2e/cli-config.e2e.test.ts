@@ -1,0 +1,123 @@
+// The CLI as an operator runs it: real processes, exit codes and messages (DESIGN §2, §3).
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import t from "tap";
+import { baseEnv, runCli } from "../helpers/cli.js";
+import { createTestDatabase, testPool } from "../helpers/db.js";
+
+const connectorsDir = mkdtempSync(join(tmpdir(), "ss-cli-"));
+writeFileSync(
+  join(connectorsDir, "etm.json"),
+  JSON.stringify({ baseUrl: "http://127.0.0.1:9/etm", fields: { sku: "article", price: "price.value" } }),
+);
+const env = (extra: Record<string, string>) =>
+  baseEnv({
+    SUPPLIER_SYNC_CONNECTORS_DIR: connectorsDir,
+    DATABASE_URL: "postgres://127.0.0.1:9/none",
+    ...extra,
+  });
+
+const rejections: [string, Record<string, string>, RegExp[]][] = [
+  ["zero interval", { SUPPLIER_SYNC_SUPPLIERS: "etm:0h:true" }, [/etm/, /0h/, /SUPPLIER_SYNC_SUPPLIERS/]],
+  ["unset list", {}, [/SUPPLIER_SYNC_SUPPLIERS/]],
+  ["empty list", { SUPPLIER_SYNC_SUPPLIERS: "" }, [/SUPPLIER_SYNC_SUPPLIERS/]],
+  ["malformed entry", { SUPPLIER_SYNC_SUPPLIERS: "etm" }, [/etm/]],
+  ["duplicate name", { SUPPLIER_SYNC_SUPPLIERS: "etm:1h,etm:2h" }, [/etm/, /duplicate/i]],
+  ["negative interval", { SUPPLIER_SYNC_SUPPLIERS: "etm:-5m" }, [/-5m/]],
+  ["unparseable interval", { SUPPLIER_SYNC_SUPPLIERS: "etm:soon" }, [/soon/]],
+  ["bad enabled flag", { SUPPLIER_SYNC_SUPPLIERS: "etm:1h:yes" }, [/yes/]],
+  ["all disabled", { SUPPLIER_SYNC_SUPPLIERS: "etm:1h:false,iek:1h:false" }, [/disabled/i]],
+  ["bad name", { SUPPLIER_SYNC_SUPPLIERS: "ETM:1h" }, [/ETM/]],
+  [
+    "retired SUPPLIER_SYNC_TICK_INTERVAL",
+    { SUPPLIER_SYNC_SUPPLIERS: "etm:1h", SUPPLIER_SYNC_TICK_INTERVAL: "6h" },
+    [/SUPPLIER_SYNC_TICK_INTERVAL/],
+  ],
+  [
+    "retired SUPPLIER_SYNC_ENABLED",
+    { SUPPLIER_SYNC_SUPPLIERS: "etm:1h", SUPPLIER_SYNC_ENABLED: "" },
+    [/SUPPLIER_SYNC_ENABLED/],
+  ],
+  [
+    "production without DATABASE_URL",
+    { SUPPLIER_SYNC_SUPPLIERS: "etm:1h", NODE_ENV: "production", DATABASE_URL: "" },
+    [/DATABASE_URL/],
+  ],
+  [
+    "bad pool size",
+    { SUPPLIER_SYNC_SUPPLIERS: "etm:1h", SUPPLIER_SYNC_DB_POOL_MAX: "lots" },
+    [/SUPPLIER_SYNC_DB_POOL_MAX/],
+  ],
+];
+
+for (const [name, vars, patterns] of rejections) {
+  t.test(`check-config rejects: ${name} (exit 2, named)`, async (t) => {
+    const e = env(vars);
+    if (vars.DATABASE_URL === "") delete e.DATABASE_URL;
+    const r = await runCli(t, ["check-config"], e);
+    t.equal(r.code, 2, r.stderr);
+    for (const p of patterns) t.match(r.stderr, p);
+  });
+}
+
+t.test("check-config prints the schedule and connector status", async (t) => {
+  const r = await runCli(
+    t,
+    ["check-config"],
+    env({ SUPPLIER_SYNC_SUPPLIERS: "etm:6h,iek:12h:true,off:1h:false" }),
+  );
+  t.equal(r.code, 2, "iek's connector is missing");
+  t.match(r.stdout, /etm.*6h/);
+  t.match(r.stdout, /iek.*missing/);
+  t.notMatch(r.stdout, /postgres:\/\/[^*\s]*:[^*\s]*@/, "no credentials printed");
+  const ok = await runCli(t, ["check-config"], env({ SUPPLIER_SYNC_SUPPLIERS: "etm:6h" }));
+  t.equal(ok.code, 0, ok.stderr);
+});
+
+t.test("usage errors exit 2 and name the token; --help and --version exit 0", async (t) => {
+  const bad = await runCli(t, ["--tick-twice"], env({ SUPPLIER_SYNC_SUPPLIERS: "etm:1h" }));
+  t.equal(bad.code, 2);
+  t.match(bad.stderr, /--tick-twice/);
+  const unknown = await runCli(
+    t,
+    ["--tick-once", "--supplier", "nope"],
+    env({ SUPPLIER_SYNC_SUPPLIERS: "etm:1h" }),
+  );
+  t.equal(unknown.code, 2);
+  t.match(unknown.stderr, /nope/);
+  const help = await runCli(t, ["--help"], env({}));
+  t.equal(help.code, 0);
+  t.match(help.stdout, /--tick-once/);
+  const version = await runCli(t, ["--version"], env({}));
+  t.equal(version.code, 0);
+  t.match(version.stdout, /^supplier-sync \d+\.\d+\.\d+/);
+});
+
+t.test("an unreachable database exits 3", async (t) => {
+  const r = await runCli(
+    t,
+    ["migrate"],
+    env({ SUPPLIER_SYNC_SUPPLIERS: "etm:1h", DATABASE_URL: "postgres://u:secretpw@127.0.0.1:9/x" }),
+  );
+  t.equal(r.code, 3, r.stderr);
+  t.notMatch(r.stderr, /secretpw/, "password never printed");
+});
+
+t.test("three migrate processes at once on an empty database all exit 0; schema exists once", async (t) => {
+  const url = await createTestDatabase(t, { migrated: false });
+  const e = env({ SUPPLIER_SYNC_SUPPLIERS: "etm:1h", DATABASE_URL: url });
+  const results = await Promise.all([1, 2, 3].map(() => runCli(t, ["migrate"], e)));
+  t.same(
+    results.map((r) => r.code),
+    [0, 0, 0],
+    results.map((r) => r.stderr).join("\n"),
+  );
+  const pool = testPool(t, url);
+  const { rows } = await pool.query("select count(*)::int as n from drizzle.__drizzle_migrations");
+  t.equal(rows[0].n, 1);
+  const tables = await pool.query(
+    "select count(*)::int as n from pg_tables where schemaname = 'public' and tablename like any (array['supplier_%', 'ingestion_%'])",
+  );
+  t.equal(tables.rows[0].n, 5);
+});
