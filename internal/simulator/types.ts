@@ -94,8 +94,15 @@ export interface SimulatorStats {
   requests: number;
   /** HTTP status answered → count (sockets destroyed without a response are not counted here). */
   byStatus: Record<number, number>;
+  /** First pages (position 0) served with 200: a refused or faulted first page starts no walk. */
   walksStarted: number;
+  /**
+   * Terminal pages served with 200: the empty page (`page`), the short page
+   * (`offset`), `next_cursor: null` (`cursor`), no `Link` (`link`), the one
+   * response (`none`).
+   */
   walksCompleted: number;
+  /** One entry per walk started; a completion closes the most recent open walk. */
   walks: SimulatorWalk[];
   /** Requests in flight right now. */
   concurrency: number;

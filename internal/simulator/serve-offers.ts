@@ -1,0 +1,88 @@
+import type { ServerResponse } from "node:http";
+import { BadRequest, buildPage, isFirstPage, type PageRequest, parsePageRequest } from "./pages.js";
+import { HTML_BODY, sendBody, sendJson, sendTruncated, streamOversized } from "./respond.js";
+import type { SupplierState } from "./supplier.js";
+
+export interface ServeOffersContext {
+  state: SupplierState;
+  url: URL;
+  res: ServerResponse;
+  now: () => number;
+  /** Aborts when the client goes away or the simulator closes. */
+  signal: AbortSignal;
+}
+
+/**
+ * Answers an admitted, authorised catalog request: the page it asks for, or
+ * the fault configured for that page. Walk accounting happens here: a walk
+ * starts when its first page is served and completes when its terminal page is.
+ */
+export async function serveOffers(ctx: ServeOffersContext): Promise<void> {
+  const { state, url, res, now, signal } = ctx;
+  const stats = state.stats;
+  const arrivedAt = now();
+  let req: PageRequest;
+  try {
+    req = parsePageRequest(state, url.searchParams);
+  } catch (err) {
+    if (!(err instanceof BadRequest)) throw err;
+    sendJson(res, stats, 400, { error: err.message });
+    return;
+  }
+
+  for (;;) {
+    const fault = state.faults.decide(req.page);
+    if (fault === null) break;
+    switch (fault.kind) {
+      case "redirect":
+        sendBody(res, stats, 302, "", { location: fault.location });
+        return;
+      case "reset":
+        res.socket?.destroy();
+        return;
+      case "hang":
+        if (!(await state.faults.waitWhileHanging(req.page, signal))) {
+          res.destroy();
+          return;
+        }
+        continue; // released: decide again, the page may now be served
+      case "status":
+        sendJson(res, stats, fault.code, { error: `simulated status ${fault.code}` });
+        return;
+      case "retryAfter": {
+        const value = fault.httpDate
+          ? new Date(now() + fault.seconds * 1000).toUTCString()
+          : String(fault.seconds);
+        sendJson(res, stats, 429, { error: "slow down" }, { "retry-after": value });
+        return;
+      }
+      case "truncate":
+        sendTruncated(res, JSON.stringify(buildPage(state, req, state.faults.current).body));
+        return;
+      case "invalidJson":
+        sendBody(res, stats, 200, '{"data":{"items":[{"article":"BROKEN",', {
+          "content-type": "application/json",
+        });
+        return;
+      case "missingRecords":
+        sendJson(res, stats, 200, { oops: [] });
+        return;
+      case "oversized":
+        await streamOversized(res, stats, fault.bytes, signal);
+        return;
+    }
+  }
+
+  const contentType = state.faults.current.contentType;
+  if (contentType?.includes("html")) {
+    sendBody(res, stats, 200, HTML_BODY, { "content-type": contentType });
+    return;
+  }
+  const page = buildPage(state, req, state.faults.current);
+  sendBody(res, stats, 200, JSON.stringify(page.body), {
+    "content-type": contentType ?? "application/json",
+    ...page.headers,
+  });
+  if (isFirstPage(req)) stats.startWalk(arrivedAt);
+  if (page.terminal) stats.completeWalk(now());
+}

@@ -1,0 +1,161 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import { setTimeout as delay } from "node:timers/promises";
+import { handleAdmin } from "./admin.js";
+import { sendJson } from "./respond.js";
+import { serveOffers } from "./serve-offers.js";
+import { SupplierState } from "./supplier.js";
+import type {
+  Simulator,
+  SimulatorFaults,
+  SimulatorMutation,
+  SimulatorStats,
+  SimulatorSupplierOptions,
+  StartSimulatorOptions,
+} from "./types.js";
+
+const OFFERS_ROUTE = /^\/([^/]+)\/v1\/offers$/;
+
+/**
+ * Starts the simulator on `host:port` (127.0.0.1 and a free port by default).
+ * Resolves once it is listening.
+ */
+export async function startSimulator(options: StartSimulatorOptions = {}): Promise<Simulator> {
+  const now = options.clock ?? Date.now;
+  const host = options.host ?? "127.0.0.1";
+  const suppliers = new Map<string, SupplierState>();
+  const sockets = new Set<Socket>();
+  // Aborted by close(): wakes latency sleeps, hangs and streams so nothing outlives the server.
+  const closing = new AbortController();
+
+  const lookup = (name: string): SupplierState => {
+    const state = suppliers.get(name);
+    if (!state) throw new Error(`simulator: unknown supplier ${JSON.stringify(name)}`);
+    return state;
+  };
+
+  const control = {
+    configure(name: string, o: SimulatorSupplierOptions): void {
+      const previous = suppliers.get(name);
+      suppliers.set(name, new SupplierState(name, o, now));
+      // Requests hanging on the replaced supplier would otherwise wait forever.
+      previous?.faults.set({});
+    },
+    mutate(name: string, m: SimulatorMutation): void {
+      lookup(name).catalog.mutate(m);
+    },
+    setFaults(name: string, faults: SimulatorFaults): void {
+      lookup(name).faults.set(faults);
+    },
+    stats(name: string): SimulatorStats {
+      return lookup(name).stats.snapshot();
+    },
+    resetStats(name: string): void {
+      lookup(name).stats.reset();
+    },
+    has(name: string): boolean {
+      return suppliers.has(name);
+    },
+  };
+
+  for (const [name, o] of Object.entries(options.suppliers ?? {})) control.configure(name, o);
+
+  async function handleOffers(req: IncomingMessage, res: ServerResponse, state: SupplierState, url: URL) {
+    const stats = state.stats;
+    stats.recordRequest(now());
+    stats.enter();
+    const gone = new AbortController();
+    res.once("close", () => {
+      stats.leave();
+      gone.abort();
+    });
+    const signal = AbortSignal.any([closing.signal, gone.signal]);
+    const latency = state.faults.current.latencyMs;
+    if (latency !== undefined && latency > 0) {
+      const slept = await delay(latency, true, { signal }).catch(() => false);
+      if (!slept) {
+        res.destroy();
+        return;
+      }
+    }
+    if (!state.admit()) {
+      stats.overBudget++;
+      sendJson(res, stats, 429, { error: "rate limit exceeded" }, { "retry-after": "1" });
+      return;
+    }
+    if (!state.authorized(req.headers)) {
+      sendJson(res, stats, 401, { error: "unauthorized" }, { "www-authenticate": state.auth.type });
+      return;
+    }
+    if (req.method !== "GET") {
+      sendJson(res, stats, 405, { error: "method not allowed" }, { allow: "GET" });
+      return;
+    }
+    await serveOffers({ state, url, res, now, signal });
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://simulator.invalid");
+    if (url.pathname === "/_admin" || url.pathname.startsWith("/_admin/")) {
+      await handleAdmin(req, res, url, control);
+      return;
+    }
+    const match = OFFERS_ROUTE.exec(url.pathname);
+    const name = match ? decodeURIComponent(match[1]!) : undefined;
+    const state = name === undefined ? undefined : suppliers.get(name);
+    if (!state) {
+      sendJson(res, undefined, 404, { error: "not found", path: url.pathname });
+      return;
+    }
+    await handleOffers(req, res, state, url);
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      if (!res.headersSent) sendJson(res, undefined, 500, { error: String(err) });
+      else res.destroy();
+    });
+  });
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  if (address === null || typeof address === "string") throw new Error("simulator: no TCP address");
+  const port = address.port;
+  const urlHost = host.includes(":") ? `[${host}]` : host;
+  const url = `http://${urlHost}:${port}`;
+
+  let closed: Promise<void> | undefined;
+  return {
+    url,
+    port,
+    baseUrl: (supplier) => `${url}/${encodeURIComponent(supplier)}`,
+    configure: control.configure,
+    mutate: control.mutate,
+    setFaults: control.setFaults,
+    stats: control.stats,
+    resetStats: control.resetStats,
+    offers: (name) => {
+      const catalog = lookup(name).catalog;
+      return catalog.slice(0, catalog.liveCount);
+    },
+    liveCount: (name) => lookup(name).catalog.liveCount,
+    close() {
+      closed ??= new Promise<void>((resolve) => {
+        closing.abort();
+        server.close(() => resolve());
+        for (const socket of sockets) socket.destroy();
+      });
+      return closed;
+    },
+  };
+}

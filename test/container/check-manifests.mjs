@@ -1,0 +1,151 @@
+#!/usr/bin/env node
+/**
+ * Static checks of the deployment files, no container engine needed:
+ * - every YAML file (docker-compose.yml, deploy/**) and every ```yaml block of
+ *   docs/deployment.md parses, with the `yaml` package (strict: duplicate keys are
+ *   errors) and, when python3 has PyYAML, with PyYAML too;
+ * - the manifests say what the deployment guide promises (probes, resources,
+ *   concurrencyPolicy, --tick-once, the three alerts, the compose services);
+ * - the connector files shipped for compose and Kubernetes pass the product's own
+ *   connector schema (from dist/, so run after `npm run build`);
+ * - `docker-compose config -q`, when docker-compose is installed.
+ * Prints `ok - …` / `not ok - …`; exits 1 on any failure.
+ *
+ * Usage: node test/container/check-manifests.mjs
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+
+const root = new URL("../../", import.meta.url).pathname;
+let failures = 0;
+const check = (ok, what, detail = "") => {
+  console.log(`${ok ? "ok" : "not ok"} - ${what}${detail ? ` (${detail})` : ""}`);
+  if (!ok) failures++;
+  return ok;
+};
+
+const { parseAllDocuments } = await import("yaml").catch(() => {
+  console.log("not ok - the `yaml` package (a dev dependency through tap) is not installed");
+  process.exit(1);
+});
+
+/** @type {{ name: string, text: string }[]} */
+const sources = [];
+const addFile = (rel) => sources.push({ name: rel, text: readFileSync(join(root, rel), "utf8") });
+addFile("docker-compose.yml");
+for (const dir of ["deploy", "deploy/k8s"]) {
+  for (const f of readdirSync(join(root, dir))) if (/\.ya?ml$/.test(f)) addFile(`${dir}/${f}`);
+}
+const guide = readFileSync(join(root, "docs/deployment.md"), "utf8");
+[...guide.matchAll(/```yaml\n([\s\S]*?)```/g)].forEach((m, i) => {
+  sources.push({ name: `docs/deployment.md yaml block ${i + 1}`, text: m[1] ?? "" });
+});
+
+/** @type {Map<string, any[]>} */
+const parsed = new Map();
+for (const { name, text } of sources) {
+  const docs = parseAllDocuments(text, { uniqueKeys: true, merge: true, prettyErrors: true });
+  const list = Array.isArray(docs) ? docs : [docs];
+  const errors = list.flatMap((d) => d.errors.map((e) => e.message));
+  if (check(errors.length === 0, `${name} is valid YAML`, errors.join("; "))) {
+    parsed.set(name, list.map((d) => d.toJS()).filter(Boolean));
+  }
+}
+const py = spawnSync("python3", ["-c", "import yaml"], { stdio: "ignore" });
+if (py.status === 0) {
+  const script = "import sys,yaml\n[list(yaml.safe_load_all(sys.stdin.read()))]";
+  for (const { name, text } of sources) {
+    const r = spawnSync("python3", ["-c", script], { input: text, encoding: "utf8" });
+    check(r.status === 0, `${name} parses with PyYAML`, r.stderr.trim().split("\n").pop());
+  }
+} else {
+  console.log("# python3 with PyYAML not found: checked with the yaml package only");
+}
+
+const docsOf = (name) => parsed.get(name) ?? [];
+const kind = (name, k) => docsOf(name).find((d) => d.kind === k);
+
+const compose = docsOf("docker-compose.yml")[0] ?? {};
+const services = Object.keys(compose.services ?? {});
+check(
+  ["postgres", "migrate", "simulator", "worker-1", "worker-2", "prometheus"].every((s) =>
+    services.includes(s),
+  ),
+  "compose has postgres, migrate, simulator, two workers and prometheus",
+  services.join(","),
+);
+check(
+  compose.services?.["worker-1"]?.depends_on?.migrate?.condition === "service_completed_successfully",
+  "compose workers start after a successful migrate",
+);
+
+const deployment = kind("deploy/k8s/deployment.yaml", "Deployment");
+const container = deployment?.spec?.template?.spec?.containers?.[0];
+check(container?.readinessProbe?.httpGet?.path === "/readyz", "Deployment readiness probe is /readyz");
+check(container?.livenessProbe?.httpGet?.path === "/livez", "Deployment liveness probe is /livez");
+check(
+  container?.resources?.requests?.cpu === "100m" && container?.resources?.requests?.memory === "192Mi",
+  "Deployment requests 100m CPU / 192Mi",
+);
+const grace = deployment?.spec?.template?.spec?.terminationGracePeriodSeconds;
+check(grace > 25, "Deployment grace period exceeds the 25 s shutdown budget", `${grace}`);
+const cron = kind("deploy/k8s/cronjob.yaml", "CronJob");
+const cronContainer = cron?.spec?.jobTemplate?.spec?.template?.spec?.containers?.[0];
+check(cron?.spec?.concurrencyPolicy === "Forbid", "CronJob concurrencyPolicy is Forbid");
+check(
+  [...(cronContainer?.command ?? []), ...(cronContainer?.args ?? [])].includes("--tick-once"),
+  "CronJob runs --tick-once",
+);
+
+const rules = docsOf("deploy/alerts.yml")[0]?.groups?.flatMap((g) => g.rules) ?? [];
+const exprs = rules.map((r) => String(r.expr));
+check(
+  rules.length === 3 &&
+    exprs.some((e) => e.includes("ingestion_last_success_age_seconds")) &&
+    exprs.some((e) =>
+      /increase\(ingestion_tick_attempt_total\{outcome=~"failed\|partial"\}\[1h\]\)/.test(e),
+    ) &&
+    exprs.some((e) => e.includes('increase(ingestion_tick_attempt_total{outcome="lease_lost"}[1h])')),
+  "alerts: stale supplier, ticks failing, leases lost",
+);
+const scrape = docsOf("deploy/prometheus.yml")[0];
+check(scrape?.rule_files?.includes("/etc/prometheus/alerts.yml"), "prometheus.yml loads the alert rules");
+
+const schemaPath = join(root, "dist/internal/config/connector-schema.js");
+if (existsSync(schemaPath)) {
+  const { connectorDefinitionSchema } = await import(schemaPath);
+  const connectors = readdirSync(join(root, "deploy/compose-connectors")).map((f) => ({
+    name: `deploy/compose-connectors/${f}`,
+    value: JSON.parse(readFileSync(join(root, "deploy/compose-connectors", f), "utf8")),
+  }));
+  const configMap = kind("deploy/k8s/connectors-configmap.yaml", "ConfigMap");
+  for (const [key, text] of Object.entries(configMap?.data ?? {})) {
+    connectors.push({ name: `connectors-configmap.yaml ${key}`, value: JSON.parse(String(text)) });
+  }
+  for (const { name, value } of connectors) {
+    const r = connectorDefinitionSchema.safeParse(value);
+    check(
+      r.success,
+      `${name} is a valid connector definition`,
+      r.success ? "" : JSON.stringify(r.error.issues),
+    );
+  }
+  check(
+    connectors.every(
+      (c) => !c.name.startsWith("deploy/compose") || String(c.value.baseUrl).startsWith("http://simulator:"),
+    ),
+    "compose connectors point at the simulator service",
+  );
+} else {
+  check(false, "connector definitions checked against the schema", "dist/ missing: run npm run build");
+}
+
+const compose1 = spawnSync("docker-compose", ["-f", join(root, "docker-compose.yml"), "config", "-q"], {
+  encoding: "utf8",
+});
+if (compose1.error) console.log("# docker-compose not installed: `config -q` skipped");
+else check(compose1.status === 0, "docker-compose config -q", compose1.stderr.trim());
+
+console.log(`# manifests: ${failures === 0 ? "all checks passed" : `${failures} failed`}`);
+process.exit(failures === 0 ? 0 : 1);

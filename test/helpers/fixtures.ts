@@ -1,0 +1,72 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+
+/** The DESIGN §3 example field mapping, which the simulator's records follow. */
+export const SIM_FIELDS = {
+  sku: "article",
+  name: "title",
+  price: "price.value",
+  currency: "price.currency",
+  stock: "stock.total",
+};
+
+/** Writes connector definitions `<name>.json` into a fresh folder and returns it. */
+export function connectorsDir(definitions: Record<string, Record<string, unknown>>): string {
+  const dir = mkdtempSync(join(tmpdir(), "ss-connectors-"));
+  for (const [name, def] of Object.entries(definitions)) {
+    writeFileSync(join(dir, `${name}.json`), JSON.stringify(def, null, 2));
+  }
+  return dir;
+}
+
+/** A page-paginated simulator connector for `baseUrl`. */
+export function simConnector(baseUrl: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    baseUrl,
+    request: { path: "/v1/offers", query: { limit: "100" } },
+    pagination: { type: "page", param: "page", start: 1 },
+    records: { path: "data.items" },
+    fields: SIM_FIELDS,
+    rateLimit: { requestsPerSecond: 1000, burst: 1000, maxConcurrency: 2 },
+    retry: { maxAttempts: 2, baseDelayMs: 50, maxDelayMs: 200, maxRetryAfterMs: 5000 },
+    ...extra,
+  };
+}
+
+/** Polls `fn` until it returns a truthy value, or fails after `timeoutMs`. */
+export async function until<T>(fn: () => Promise<T> | T, timeoutMs = 20_000, what = "condition"): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** One-off query on a database URL. */
+export async function query<R extends pg.QueryResultRow = Record<string, unknown>>(
+  url: string,
+  text: string,
+  params: unknown[] = [],
+): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<R>(text, params)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** Backend pid holding the supplier's lease, if any. */
+export async function leaseHolderPid(url: string, supplier: string): Promise<number | undefined> {
+  const rows = await query<{ pid: number }>(
+    url,
+    "select pid from pg_locks where locktype = 'advisory' and granted and objsubid = 1 and objid = (hashtext('ingestion:' || $1)::bigint & 4294967295)::oid",
+    [supplier],
+  );
+  return rows[0]?.pid;
+}
