@@ -1,0 +1,61 @@
+import type { ConnectorDefinition } from "../config/connector-schema.js";
+import type { Connector } from "../ingestion/ports.js";
+import { type Clock, systemClock } from "../platform/clock.js";
+import type { Logger } from "../platform/logger.js";
+import type { Metrics } from "../platform/metrics.js";
+import { createDeclarativeConnector } from "./declarative.js";
+import { findConnectorModule } from "./registry.js";
+import { Transport } from "./transport.js";
+
+/**
+ * HTTP connectors: the declarative JSON connector and the registry of
+ * hand-written ones, over one shared transport per supplier.
+ */
+
+export interface CreateConnectorOptions {
+  supplier: string;
+  /** Validated connector file. */
+  definition: ConnectorDefinition;
+  /** Folder of the connector files; relative secret files are resolved against it. */
+  connectorsDir: string;
+  /** Reads secret env vars named by the connector file. */
+  readSecretEnv: (name: string) => string | undefined;
+  log: Logger;
+  metrics: Metrics;
+  /** Time source of the rate limiter, backoff and deadlines; the system clock by default. */
+  clock?: Clock;
+  /** Jitter source in [0, 1); `Math.random` by default. */
+  random?: () => number;
+}
+
+/**
+ * Builds a supplier's connector. Long-lived: one per supplier for the
+ * process's lifetime, so its connection pools and rate limiter persist across
+ * walks; `walk(ctx)` per run; `close()` releases sockets and is idempotent.
+ * @throws ConfigError for an unknown `module` or invalid module settings.
+ */
+export function createConnector(options: CreateConnectorOptions): Connector {
+  const transport = new Transport({
+    supplier: options.supplier,
+    definition: options.definition,
+    connectorsDir: options.connectorsDir,
+    readSecretEnv: options.readSecretEnv,
+    log: options.log,
+    metrics: options.metrics,
+    clock: options.clock ?? systemClock,
+    random: options.random ?? Math.random,
+  });
+  const moduleName = options.definition.module;
+  if (moduleName !== undefined) {
+    return findConnectorModule(moduleName)(transport, options.definition.settings ?? {});
+  }
+  return createDeclarativeConnector(transport);
+}
+
+export { createDeclarativeConnector } from "./declarative.js";
+export { readDotPath } from "./dot-path.js";
+export { normalizeRecord, normalizeRecords } from "./normalize.js";
+export type { ConnectorModule } from "./registry.js";
+export { connectorModuleNames } from "./registry.js";
+export type { PageFetch } from "./transport.js";
+export { Transport } from "./transport.js";

@@ -1,0 +1,186 @@
+import { IngestionError } from "../platform/errors.js";
+import { readDotPath, splitDotPath } from "./dot-path.js";
+
+/**
+ * Decoding of a supplier's JSON page. The body is untrusted: before
+ * `JSON.parse` builds anything, one linear scan (no recursion) checks the
+ * nesting depth and counts the records array, so a 10,000-deep body or a page
+ * of ten million tiny records is refused as `CONTRACT` without a stack
+ * overflow or a huge allocation.
+ */
+
+export interface JsonBodyLimits {
+  /** Deepest nesting accepted (`maxJsonDepth`). */
+  maxDepth: number;
+  /** Most records accepted (`maxRecordsPerPage`). */
+  maxRecords: number;
+  /** `records.path`; `""` when the body itself is the array. */
+  recordsPath: string;
+}
+
+/** `application/json`, `text/json` and `application/<x>+json`, with any parameters. */
+export function isJsonContentType(contentType: string | undefined): boolean {
+  if (!contentType) return false;
+  const type = contentType.split(";")[0]?.trim().toLowerCase() ?? "";
+  return (
+    type === "application/json" || type === "text/json" || /^application\/[a-z0-9.+-]+\+json$/.test(type)
+  );
+}
+
+interface Frame {
+  array: boolean;
+  /** Segments of the records path matched so far, or -1 when off that path. */
+  matched: number;
+  /** Last key read in an object frame (only tracked on the records path). */
+  key: string | undefined;
+  expectKey: boolean;
+  /** Array frame: a value may start next. */
+  awaiting: boolean;
+  /** Array frame: elements started so far. */
+  count: number;
+}
+
+function decodeKey(raw: string): string {
+  if (!raw.includes("\\")) return raw;
+  try {
+    return JSON.parse(`"${raw}"`) as string;
+  } catch {
+    return raw;
+  }
+}
+
+/**
+ * Linear scan of JSON text: throws `CONTRACT` when nesting exceeds
+ * `maxDepth` or the array at `recordsPath` has more than `maxRecords`
+ * elements. Malformed text is left for `JSON.parse` to report.
+ */
+export function scanJsonLimits(text: string, limits: JsonBodyLimits): void {
+  const segments = splitDotPath(limits.recordsPath);
+  const stack: Frame[] = [];
+  const length = text.length;
+  for (let i = 0; i < length; i++) {
+    const c = text.charCodeAt(i);
+    // whitespace
+    if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
+    const top = stack[stack.length - 1];
+    if (c === 0x22 /* " */) {
+      let j = i + 1;
+      while (j < length) {
+        const d = text.charCodeAt(j);
+        if (d === 0x5c /* \ */) j += 2;
+        else if (d === 0x22) break;
+        else j++;
+      }
+      if (top && !top.array && top.expectKey) {
+        if (top.matched >= 0) top.key = decodeKey(text.slice(i + 1, j));
+      } else {
+        startValue(top, segments, limits);
+      }
+      i = j;
+      continue;
+    }
+    if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      startValue(top, segments, limits);
+      if (stack.length + 1 > limits.maxDepth) {
+        throw new IngestionError("CONTRACT", `JSON body nests deeper than maxJsonDepth (${limits.maxDepth})`);
+      }
+      stack.push({
+        array: c === 0x5b,
+        matched: childMatch(top, segments),
+        key: undefined,
+        expectKey: c === 0x7b,
+        awaiting: c === 0x5b,
+        count: 0,
+      });
+      continue;
+    }
+    if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      stack.pop();
+      continue;
+    }
+    if (c === 0x2c /* , */) {
+      if (top?.array) top.awaiting = true;
+      else if (top) top.expectKey = true;
+      continue;
+    }
+    if (c === 0x3a /* : */) {
+      if (top) top.expectKey = false;
+      continue;
+    }
+    // A number, true, false or null: count it once, at its first character.
+    startValue(top, segments, limits);
+  }
+}
+
+function startValue(top: Frame | undefined, segments: string[], limits: JsonBodyLimits): void {
+  if (!top?.array || !top.awaiting) return;
+  top.awaiting = false;
+  top.count++;
+  if (top.matched === segments.length && top.count > limits.maxRecords) {
+    throw new IngestionError(
+      "CONTRACT",
+      `page has more than maxRecordsPerPage (${limits.maxRecords}) records at ${describePath(limits.recordsPath)}`,
+    );
+  }
+}
+
+/** How far down the records path a container opening inside `parent` is. */
+function childMatch(parent: Frame | undefined, segments: string[]): number {
+  if (!parent) return 0;
+  if (parent.matched < 0 || parent.matched >= segments.length) return -1;
+  const want = segments[parent.matched];
+  // `count` was already incremented for this element, so its index is count - 1.
+  const have = parent.array ? String(parent.count - 1) : parent.key;
+  return have === want ? parent.matched + 1 : -1;
+}
+
+function describePath(path: string): string {
+  return path === "" ? "the body root" : `records.path ${JSON.stringify(path)}`;
+}
+
+/**
+ * Checks, parses and extracts the records of one JSON page.
+ * @throws IngestionError `CONTRACT` (never retryable) for a non-JSON content
+ * type, invalid JSON, excessive depth or record count, or a records path that
+ * is missing or not an array.
+ */
+export function decodeJsonPage(
+  body: Buffer,
+  contentType: string | undefined,
+  limits: JsonBodyLimits,
+): { body: unknown; records: unknown[] } {
+  if (!isJsonContentType(contentType)) {
+    throw new IngestionError(
+      "CONTRACT",
+      `response content type is ${contentType ? JSON.stringify(contentType.slice(0, 100)) : "missing"}, expected application/json`,
+    );
+  }
+  let text = body.toString("utf8");
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  scanJsonLimits(text, limits);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new IngestionError("CONTRACT", `response body is not valid JSON: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  const records = readDotPath(parsed, limits.recordsPath);
+  if (records === undefined) {
+    throw new IngestionError("CONTRACT", `${describePath(limits.recordsPath)} is missing from the response`);
+  }
+  if (!Array.isArray(records)) {
+    throw new IngestionError(
+      "CONTRACT",
+      `${describePath(limits.recordsPath)} is ${records === null ? "null" : typeof records}, not an array`,
+    );
+  }
+  if (records.length > limits.maxRecords) {
+    throw new IngestionError(
+      "CONTRACT",
+      `page has ${records.length} records, more than maxRecordsPerPage (${limits.maxRecords})`,
+    );
+  }
+  return { body: parsed, records };
+}

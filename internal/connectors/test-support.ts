@@ -1,0 +1,117 @@
+/**
+ * Helpers for the connector tests: definitions with defaults applied, a
+ * logger whose output the test reads, and a walk collector.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Writable } from "node:stream";
+import { type ConnectorDefinition, connectorDefinitionSchema } from "../config/connector-schema.js";
+import type { Connector, Page, WalkContext } from "../ingestion/ports.js";
+import { createLogger, type Logger } from "../platform/logger.js";
+import { createMetrics, type Metrics } from "../platform/metrics.js";
+import { type CreateConnectorOptions, createConnector } from "./index.js";
+
+export const SIM_FIELDS = {
+  sku: "article",
+  name: "title",
+  price: "price.value",
+  currency: "price.currency",
+  stock: "stock.total",
+};
+
+/** A validated definition for the simulator's `/v1/offers`, fast retries, generous rate limit. */
+export function simDefinition(baseUrl: string, extra: Record<string, unknown> = {}): ConnectorDefinition {
+  return connectorDefinitionSchema.parse({
+    baseUrl,
+    request: { path: "/v1/offers" },
+    pagination: { type: "page", param: "page", start: 1 },
+    records: { path: "data.items" },
+    fields: SIM_FIELDS,
+    rateLimit: { requestsPerSecond: 1000, burst: 1000, maxConcurrency: 2 },
+    retry: { maxAttempts: 3, baseDelayMs: 5, maxDelayMs: 20, maxRetryAfterMs: 5000 },
+    ...extra,
+  });
+}
+
+/** A logger writing JSON lines into `lines`. */
+export function captureLogger(): { log: Logger; lines: string[] } {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(...String(chunk).split("\n").filter(Boolean));
+      done();
+    },
+  });
+  return { log: createLogger({ level: "trace", destination: sink }), lines };
+}
+
+export interface TestConnector {
+  connector: Connector;
+  metrics: Metrics;
+  lines: string[];
+  log: Logger;
+}
+
+/** Builds a connector with a captured logger and fresh metrics; closed when the test ends. */
+export function buildConnector(
+  t: { teardown(fn: () => unknown): void },
+  definition: ConnectorDefinition,
+  overrides: Partial<CreateConnectorOptions> = {},
+): TestConnector {
+  const { log, lines } = captureLogger();
+  const metrics = createMetrics({ processMetrics: false });
+  const connector = createConnector({
+    supplier: "acme",
+    definition,
+    connectorsDir: "/nonexistent",
+    readSecretEnv: () => undefined,
+    log,
+    metrics,
+    ...overrides,
+  });
+  t.teardown(() => connector.close());
+  return { connector, metrics, lines, log };
+}
+
+export function walkContext(log: Logger, signal: AbortSignal = new AbortController().signal): WalkContext {
+  return { signal, log, runId: "42" };
+}
+
+/** Walks to the end, returning every page. */
+export async function collectPages(connector: Connector, ctx: WalkContext): Promise<Page[]> {
+  const pages: Page[] = [];
+  for await (const page of connector.walk(ctx)) pages.push(page);
+  return pages;
+}
+
+/** Walks and returns the error it fails with (fails the test if it does not). */
+export async function walkError(connector: Connector, ctx: WalkContext): Promise<unknown> {
+  try {
+    await collectPages(connector, ctx);
+  } catch (err) {
+    return err;
+  }
+  throw new Error("walk was expected to fail but completed");
+}
+
+/** A loopback server with a handler; records every request it receives. */
+export async function startServer(
+  t: { teardown(fn: () => unknown): void },
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<{ server: Server; url: string; port: number; requests: IncomingMessage[] }> {
+  const requests: IncomingMessage[] = [];
+  const server = createServer((req, res) => {
+    requests.push(req);
+    handler(req, res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as AddressInfo).port;
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
+  return { server, url: `http://127.0.0.1:${port}`, port, requests };
+}

@@ -1,0 +1,79 @@
+/**
+ * The `/readyz` verdict (DESIGN §8), a pure function of configuration, a freshness
+ * snapshot and the current time.
+ *
+ * - A supplier is `ok` while its last success is younger than 2 × its interval,
+ *   `stale` from then on, and `none` if it never succeeded: a fresh boot must not
+ *   flap to 503, so `none` never fails readiness.
+ * - Ready (200) needs a reachable database and no `stale` supplier.
+ */
+import type { SupplierConfig } from "../config/types.js";
+import type { FreshnessSnapshot } from "./freshness.js";
+
+export type SupplierFreshness = "ok" | "stale" | "none";
+
+/** One supplier's entry in the `/readyz` body. Field names are public (DESIGN §8). */
+export interface SupplierReadiness {
+  status: SupplierFreshness;
+  /** ISO 8601, or null if the supplier never succeeded. */
+  last_success: string | null;
+  /** Seconds since the last success (ms precision), or null if none. */
+  age_seconds: number | null;
+  /** 2 × interval, in seconds. */
+  threshold_seconds: number;
+}
+
+/** The `/readyz` body. Field names are public (DESIGN §8). */
+export interface ReadinessBody {
+  status: "ok" | "stale" | "unavailable";
+  database: "ok" | "unreachable";
+  suppliers: Record<string, SupplierReadiness>;
+}
+
+export interface Readiness {
+  httpStatus: 200 | 503;
+  body: ReadinessBody;
+}
+
+/** A supplier is stale once its last success is this many intervals old. */
+export const STALE_AFTER_INTERVALS = 2;
+
+/** Evaluates one supplier against its threshold at `nowMs`. */
+export function evaluateSupplier(
+  supplier: SupplierConfig,
+  lastSuccess: Date | null,
+  nowMs: number,
+): SupplierReadiness {
+  const thresholdMs = STALE_AFTER_INTERVALS * supplier.intervalMs;
+  const threshold_seconds = thresholdMs / 1000;
+  if (lastSuccess === null)
+    return { status: "none", last_success: null, age_seconds: null, threshold_seconds };
+  // Another host's clock may run slightly ahead of ours: a success "in the future" is fresh.
+  const ageMs = Math.max(0, nowMs - lastSuccess.getTime());
+  return {
+    status: ageMs < thresholdMs ? "ok" : "stale",
+    last_success: lastSuccess.toISOString(),
+    age_seconds: ageMs / 1000,
+    threshold_seconds,
+  };
+}
+
+/** The verdict over `suppliers` (the enabled ones, or one of them for `/readyz/<supplier>`). */
+export function evaluateReadiness(
+  suppliers: readonly SupplierConfig[],
+  snapshot: FreshnessSnapshot,
+  nowMs: number,
+): Readiness {
+  const entries: Record<string, SupplierReadiness> = {};
+  let stale = false;
+  for (const supplier of suppliers) {
+    const entry = evaluateSupplier(supplier, snapshot.lastSuccess.get(supplier.name) ?? null, nowMs);
+    if (entry.status === "stale") stale = true;
+    entries[supplier.name] = entry;
+  }
+  const status = snapshot.database === "unreachable" ? "unavailable" : stale ? "stale" : "ok";
+  return {
+    httpStatus: status === "ok" ? 200 : 503,
+    body: { status, database: snapshot.database, suppliers: entries },
+  };
+}
