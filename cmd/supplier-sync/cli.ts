@@ -46,7 +46,7 @@ export function parseArgs(argv: string[]): Command {
     const a = args[i];
     if (a === "--tick-once") continue;
     if (a === "--force") force = true;
-    else if (a === "--supplier") suppliers.push(valueOf(args, ++i, "--supplier"));
+    else if (a === "--supplier") suppliers.push(flagValue(args, ++i, "--supplier"));
     else if (a?.startsWith("--supplier=")) suppliers.push(a.slice("--supplier=".length));
     else throw new ConfigError(`unknown option "${a}" for --tick-once (see --help)`);
   }
@@ -60,9 +60,9 @@ function parseRuns(args: string[]): Command {
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === "--json") json = true;
-    else if (a === "--supplier") supplier = valueOf(args, ++i, "--supplier");
+    else if (a === "--supplier") supplier = flagValue(args, ++i, "--supplier");
     else if (a === "--limit") {
-      const raw = valueOf(args, ++i, "--limit");
+      const raw = flagValue(args, ++i, "--limit");
       limit = Number(raw);
       if (!/^\d+$/.test(raw) || limit < 1 || limit > 10_000) {
         throw new ConfigError(`--limit must be a whole number from 1 to 10000, got "${raw}"`);
@@ -72,7 +72,7 @@ function parseRuns(args: string[]): Command {
   return { kind: "runs", supplier, limit, json };
 }
 
-function valueOf(args: string[], i: number, flag: string): string {
+function flagValue(args: string[], i: number, flag: string): string {
   const v = args[i];
   if (v === undefined || v.startsWith("--")) throw new ConfigError(`${flag} needs a value`);
   return v;

@@ -186,6 +186,8 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
         metrics,
         log,
         clock,
+        // The cache must stay well inside the shortest staleness threshold (2 x interval).
+        freshnessCacheMs: Math.min(5_000, Math.floor(Math.min(...enabled.map((s) => s.intervalMs)) / 2)),
       });
       const addr = await health.start();
       log.info({ addr: `${addr.host}:${addr.port}` }, "health and metrics server listening");

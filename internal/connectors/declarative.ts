@@ -1,6 +1,6 @@
 import type { ConnectorDefinition, FieldsDefinition } from "../config/connector-schema.js";
 import type { Connector, Page, WalkContext } from "../ingestion/ports.js";
-import { ConfigError } from "../platform/errors.js";
+import { ConfigError, IngestionError, isIngestionError } from "../platform/errors.js";
 import { decodeJsonPage } from "./json-body.js";
 import { normalizeRecords } from "./normalize.js";
 import { firstPageUrl, nextPageUrl } from "./pagination.js";
@@ -18,7 +18,17 @@ import type { Transport } from "./transport.js";
 
 interface Fetched {
   page: Page;
-  next: URL | null;
+  /** The next page, null at the end, or why the walk cannot go on (after this page is stored). */
+  next: URL | null | IngestionError;
+}
+
+function nextOrError(compute: () => URL | null): URL | null | IngestionError {
+  try {
+    return compute();
+  } catch (err) {
+    if (isIngestionError(err)) return err;
+    throw err;
+  }
 }
 
 export function createDeclarativeConnector(transport: Transport): Connector {
@@ -46,13 +56,16 @@ export function createDeclarativeConnector(transport: Transport): Connector {
       headers,
       decode: (res) => {
         const { body, records } = decodeJsonPage(res.body, res.contentType, limits);
-        // Decided inside the attempt: a next URL that leaves the origins is a CONTRACT failure of this page.
-        const next = nextPageUrl(def, transport.http.origins, {
-          url: res.url,
-          headers: res.headers,
-          body,
-          recordCount: records.length,
-        });
+        // A bad next pointer (foreign origin, no progress) does not spoil this page's records: the walk
+        // yields them and fails on the step after.
+        const next = nextOrError(() =>
+          nextPageUrl(def, transport.http.origins, {
+            url: res.url,
+            headers: res.headers,
+            body,
+            recordCount: records.length,
+          }),
+        );
         return { records, next };
       },
     });
@@ -71,10 +84,15 @@ export function createDeclarativeConnector(transport: Transport): Connector {
       while (pending) {
         const fetched: Fetched = await pending;
         seq++;
-        pending = fetched.next ? fetchOne(fetched.next, seq, ctx, signal, headers) : null;
+        const next = fetched.next;
+        pending = next instanceof URL ? fetchOne(next, seq, ctx, signal, headers) : null;
         // Marked handled now; the rejection is still seen when the loop awaits it.
         pending?.catch(() => {});
         yield fetched.page;
+        if (next instanceof IngestionError) {
+          next.attempts = 0;
+          throw next;
+        }
       }
     } finally {
       stop.abort(new Error("walk ended"));

@@ -25,6 +25,17 @@ export interface RateLimiterOptions {
  */
 const RATE_HEADROOM = 0.98;
 
+/**
+ * Headroom alone starts at zero slack, and a request's latency varies (the
+ * first one also pays the TCP connect): a later request that arrives sooner
+ * after its predecessor than it left would find the server's bucket a hair
+ * short. So a request leaves only when the bucket holds 1 token plus the
+ * refill of this allowance (at most half a token); the margin stays in the
+ * bucket, costing a fraction of one request once.
+ */
+const LATENCY_ALLOWANCE_MS = 50;
+const MAX_MARGIN_TOKENS = 0.5;
+
 export class RateLimiter {
   private tokens: number;
   private last: number;
@@ -32,11 +43,17 @@ export class RateLimiter {
   private inFlight = 0;
   private readonly slotWaiters: (() => void)[] = [];
   private readonly rate: number;
+  /** Tokens a request needs to leave: 1 plus the latency margin, never more than the bucket holds. */
+  private readonly threshold: number;
 
   constructor(private readonly options: RateLimiterOptions) {
     this.tokens = options.burst;
     this.last = options.clock.now();
     this.rate = (options.requestsPerSecond * RATE_HEADROOM) / 1000;
+    this.threshold = Math.min(
+      options.burst,
+      1 + Math.min(MAX_MARGIN_TOKENS, this.rate * LATENCY_ALLOWANCE_MS),
+    );
   }
 
   /**
@@ -64,11 +81,11 @@ export class RateLimiter {
           continue;
         }
         this.refill(now);
-        if (this.tokens >= 1) {
+        if (this.tokens >= this.threshold) {
           this.tokens -= 1;
           break;
         }
-        await clock.sleep(Math.ceil((1 - this.tokens) / this.rate), signal);
+        await clock.sleep(Math.ceil((this.threshold - this.tokens) / this.rate), signal);
       }
     } catch (err) {
       release();

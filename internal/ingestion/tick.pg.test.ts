@@ -10,7 +10,7 @@ import { createLogger } from "../platform/logger.js";
 import { createMetrics } from "../platform/metrics.js";
 import * as store from "../store/runs.js";
 import type { Connector, Offer, Page, WalkContext } from "./ports.js";
-import { type ConnectorSlot, type TickDeps, runTick } from "./tick.js";
+import { type ConnectorSlot, runTick, type TickDeps } from "./tick.js";
 
 const log = createLogger({ level: "silent" });
 const supplier = { name: "etm", intervalMs: 3_600_000, enabled: true };
@@ -76,16 +76,31 @@ async function runRow(pool: pg.Pool, id: number | undefined) {
 t.test("a complete walk succeeds; the due gate then skips; --force runs again", async (t) => {
   const pool = testPool(t, await createTestDatabase(t), 6);
   const d = deps(pool);
-  const r1 = await runTick(d, { supplier, trigger: "schedule", force: false, connector: slot(scripted([page(1), page(2)])) });
+  const r1 = await runTick(d, {
+    supplier,
+    trigger: "schedule",
+    force: false,
+    connector: slot(scripted([page(1), page(2)])),
+  });
   t.equal(r1.outcome, "success");
   const row = await runRow(pool, r1.runId);
   t.equal(row.state, "succeeded");
   t.equal(row.pages, 2);
   t.equal(row.records_inserted, 20);
-  const r2 = await runTick(d, { supplier, trigger: "schedule", force: false, connector: slot(scripted([page(1)])) });
+  const r2 = await runTick(d, {
+    supplier,
+    trigger: "schedule",
+    force: false,
+    connector: slot(scripted([page(1)])),
+  });
   t.equal(r2.outcome, "not_due");
   t.equal(r2.runId, undefined, "not_due writes no run row");
-  const r3 = await runTick(d, { supplier, trigger: "schedule", force: true, connector: slot(scripted([page(1), page(2)])) });
+  const r3 = await runTick(d, {
+    supplier,
+    trigger: "schedule",
+    force: true,
+    connector: slot(scripted([page(1), page(2)])),
+  });
   t.equal(r3.outcome, "success");
   t.equal((await runRow(pool, r3.runId)).trigger, "forced");
   t.equal((await runRow(pool, r3.runId)).records_unchanged, 20);
@@ -94,7 +109,12 @@ t.test("a complete walk succeeds; the due gate then skips; --force runs again", 
 t.test("a busy lease is lease_busy with no run row", async (t) => {
   const pool = testPool(t, await createTestDatabase(t), 6);
   const held = await acquireLease(pool, "etm", log);
-  const r = await runTick(deps(pool), { supplier, trigger: "schedule", force: true, connector: slot(scripted([page(1)])) });
+  const r = await runTick(deps(pool), {
+    supplier,
+    trigger: "schedule",
+    force: true,
+    connector: slot(scripted([page(1)])),
+  });
   t.equal(r.outcome, "lease_busy");
   await held!.release();
   const { rows } = await pool.query("select count(*)::int as n from ingestion_runs");
@@ -103,26 +123,44 @@ t.test("a busy lease is lease_busy with no run row", async (t) => {
 
 const failures: [string, Step[], string, string][] = [
   ["fetch error on the first page", [{ fail: new IngestionError("HTTP_503", "503") }], "failed", "HTTP_503"],
-  ["contract error after two pages", [page(1), page(2), { fail: new IngestionError("CONTRACT", "bad body") }], "partial", "CONTRACT"],
+  [
+    "contract error after two pages",
+    [page(1), page(2), { fail: new IngestionError("CONTRACT", "bad body") }],
+    "partial",
+    "CONTRACT",
+  ],
   ["auth error", [{ fail: new IngestionError("AUTH", "401") }], "failed", "AUTH"],
   ["too many invalid records on a page", [page(1), page(2, 4, 6)], "partial", "CONTRACT"],
 ];
 for (const [name, steps, state, code] of failures) {
   t.test(`never succeeded: ${name}`, async (t) => {
     const pool = testPool(t, await createTestDatabase(t), 6);
-    const r = await runTick(deps(pool), { supplier, trigger: "schedule", force: false, connector: slot(scripted(steps)) });
+    const r = await runTick(deps(pool), {
+      supplier,
+      trigger: "schedule",
+      force: false,
+      connector: slot(scripted(steps)),
+    });
     const row = await runRow(pool, r.runId);
     t.equal(row.state, state);
     t.equal(row.error_code, code);
     t.not(r.outcome, "success");
-    const failed = await pool.query("select seq, error_code from ingestion_run_steps where run_id = $1 and state = 'failed'", [r.runId]);
+    const failed = await pool.query(
+      "select seq, error_code from ingestion_run_steps where run_id = $1 and state = 'failed'",
+      [r.runId],
+    );
     t.equal(failed.rowCount, 1, "the failing page is a failed step");
   });
 }
 
 t.test("rejects below the ratio are kept and the run succeeds", async (t) => {
   const pool = testPool(t, await createTestDatabase(t), 6);
-  const r = await runTick(deps(pool), { supplier, trigger: "schedule", force: false, connector: slot(scripted([page(1, 19, 1)])) });
+  const r = await runTick(deps(pool), {
+    supplier,
+    trigger: "schedule",
+    force: false,
+    connector: slot(scripted([page(1, 19, 1)])),
+  });
   t.equal(r.outcome, "success");
   const { rows } = await pool.query("select reason, raw from ingestion_rejects where run_id = $1", [r.runId]);
   t.equal(rows.length, 1);
@@ -154,7 +192,13 @@ t.test("shutdown stops at the page boundary: SHUTDOWN, never succeeded", async (
     },
     async close() {},
   };
-  const r = await runTick(deps(pool), { supplier, trigger: "schedule", force: false, connector: slot(connector), stopSignal: stop.signal });
+  const r = await runTick(deps(pool), {
+    supplier,
+    trigger: "schedule",
+    force: false,
+    connector: slot(connector),
+    stopSignal: stop.signal,
+  });
   const row = await runRow(pool, r.runId);
   t.equal(row.error_code, "SHUTDOWN");
   t.equal(row.state, "partial");
@@ -163,8 +207,18 @@ t.test("shutdown stops at the page boundary: SHUTDOWN, never succeeded", async (
 
 t.test("upsert failure (database error on a page): never succeeded", async (t) => {
   const pool = testPool(t, await createTestDatabase(t), 6);
-  const bad: Page = { seq: 2, offers: [{ sku: "X", name: null, price: "1e999999", currency: "EUR", stock: 1 }], rejects: [], httpAttempts: 1 };
-  const r = await runTick(deps(pool), { supplier, trigger: "schedule", force: false, connector: slot(scripted([page(1), bad, page(3)])) });
+  const bad: Page = {
+    seq: 2,
+    offers: [{ sku: "X", name: null, price: "1e999999", currency: "EUR", stock: 1 }],
+    rejects: [],
+    httpAttempts: 1,
+  };
+  const r = await runTick(deps(pool), {
+    supplier,
+    trigger: "schedule",
+    force: false,
+    connector: slot(scripted([page(1), bad, page(3)])),
+  });
   const row = await runRow(pool, r.runId);
   t.not(row.state, "succeeded");
   t.equal(row.state, "partial");
@@ -183,7 +237,9 @@ t.test("lease loss mid-run: lease_lost, closed LEASE_LOST, nothing written after
       );
       await pool.query("select pg_terminate_backend($1)", [rows[0].pid]);
       killed = true;
-      await new Promise((_, reject) => ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason), { once: true }));
+      await new Promise((_, reject) =>
+        ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason), { once: true }),
+      );
       yield page(2);
     },
     async close() {},
@@ -194,35 +250,58 @@ t.test("lease loss mid-run: lease_lost, closed LEASE_LOST, nothing written after
   const row = await runRow(pool, r.runId);
   t.equal(row.error_code, "LEASE_LOST");
   t.not(row.state, "succeeded");
-  const steps = await pool.query("select count(*)::int as n from ingestion_run_steps where run_id = $1", [r.runId]);
+  const steps = await pool.query("select count(*)::int as n from ingestion_run_steps where run_id = $1", [
+    r.runId,
+  ]);
   t.equal(steps.rows[0].n, 1, "only the page committed before the kill");
-  const next = await runTick(d, { supplier, trigger: "retry", force: false, connector: slot(scripted([page(1), page(2)])) });
+  const next = await runTick(d, {
+    supplier,
+    trigger: "retry",
+    force: false,
+    connector: slot(scripted([page(1), page(2)])),
+  });
   t.equal(next.outcome, "success", "the next tick works");
 });
 
 t.test("a missing connector is a failed CONNECTOR_MISSING run for that supplier only", async (t) => {
   const pool = testPool(t, await createTestDatabase(t), 6);
-  const r = await runTick(deps(pool), { supplier, trigger: "schedule", force: false, connector: { kind: "missing", reason: "no file" } });
+  const r = await runTick(deps(pool), {
+    supplier,
+    trigger: "schedule",
+    force: false,
+    connector: { kind: "missing", reason: "no file" },
+  });
   t.equal(r.outcome, "connector_missing");
   const row = await runRow(pool, r.runId);
   t.equal(row.state, "failed");
   t.equal(row.error_code, "CONNECTOR_MISSING");
 });
 
-t.test("recovery: a running run of a dead holder is closed INTERRUPTED when the lease is taken", async (t) => {
-  const pool = testPool(t, await createTestDatabase(t), 6);
-  const lease = await acquireLease(pool, "etm", log);
-  const runId = await store.startRun(lease!.client, { supplier: "etm", slotStart: new Date(0), trigger: "schedule", owner: { hostname: "h", pid: 2, bootId: "x" } });
-  await store.commitPage(lease!.client, { runId, supplier: "etm", page: page(1) });
-  await lease!.client.query("select 1");
-  // The holder dies: its session ends without closing the run.
-  lease!.client.release(true);
-  const metrics = createMetrics({ processMetrics: false });
-  const r = await runTick({ ...deps(pool), metrics }, { supplier, trigger: "schedule", force: false, connector: slot(scripted([page(1)])) });
-  t.equal(r.outcome, "success");
-  const old = await runRow(pool, runId);
-  t.equal(old.state, "partial");
-  t.equal(old.error_code, "INTERRUPTED");
-  const recovered = await metrics.runsRecovered.get();
-  t.equal(recovered.values[0]?.value, 1);
-});
+t.test(
+  "recovery: a running run of a dead holder is closed INTERRUPTED when the lease is taken",
+  async (t) => {
+    const pool = testPool(t, await createTestDatabase(t), 6);
+    const lease = await acquireLease(pool, "etm", log);
+    const runId = await store.startRun(lease!.client, {
+      supplier: "etm",
+      slotStart: new Date(0),
+      trigger: "schedule",
+      owner: { hostname: "h", pid: 2, bootId: "x" },
+    });
+    await store.commitPage(lease!.client, { runId, supplier: "etm", page: page(1) });
+    await lease!.client.query("select 1");
+    // The holder dies: its session ends without closing the run.
+    lease!.client.release(true);
+    const metrics = createMetrics({ processMetrics: false });
+    const r = await runTick(
+      { ...deps(pool), metrics },
+      { supplier, trigger: "schedule", force: false, connector: slot(scripted([page(1)])) },
+    );
+    t.equal(r.outcome, "success");
+    const old = await runRow(pool, runId);
+    t.equal(old.state, "partial");
+    t.equal(old.error_code, "INTERRUPTED");
+    const recovered = await metrics.runsRecovered.get();
+    t.equal(recovered.values[0]?.value, 1);
+  },
+);

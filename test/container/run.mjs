@@ -6,8 +6,9 @@
  * - the image runs as non-root with NODE_ENV=production, a HEALTHCHECK and exec-form
  *   CMD, and ships no dev dependency (no embedded PostgreSQL, no TypeScript);
  * - `supplier-sync migrate` from the image migrates a fresh database;
- * - the daemon container serves /livez, /readyz 200 and /metrics, passes its own
- *   HEALTHCHECK, and records `succeeded` runs for the demo suppliers;
+ * - the daemon container (read-only root filesystem, no capabilities) serves /livez,
+ *   /readyz 200 and /metrics, passes its own HEALTHCHECK, and records `succeeded` runs
+ *   for the demo suppliers;
  * - SIGTERM while a slow walk is in flight: exit 0 within SUPPLIER_SYNC_SHUTDOWN_TIMEOUT,
  *   the in-flight run closed `SHUTDOWN`, no run left `running`.
  *
@@ -57,7 +58,9 @@ if (!process.argv.includes("--no-build")) {
   console.log(`# ${engine} ${args.join(" ")}`);
   const built = await runEngine(engine, args, { timeoutMs: BUILD_TIMEOUT_MS, echo: true });
   if (built.code !== 0) {
-    console.log(`not ok - image build ${built.timedOut ? "timed out" : `exited ${built.code}`} (output above)`);
+    console.log(
+      `not ok - image build ${built.timedOut ? "timed out" : `exited ${built.code}`} (output above)`,
+    );
     process.exit(1);
   }
   console.log(`# image built in ${((Date.now() - t0) / 1000).toFixed(1)} s`);

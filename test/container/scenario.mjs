@@ -90,7 +90,17 @@ async function checkContainer(ctx, db) {
   ];
   const migrate = await runEngine(
     engine,
-    ["run", "--rm", "--name", names.migrate, ...common, image, "supplier-sync", "migrate"],
+    [
+      "run",
+      "--rm",
+      "--name",
+      names.migrate,
+      "--no-healthcheck",
+      ...common,
+      image,
+      "supplier-sync",
+      "migrate",
+    ],
     { timeoutMs: 60_000 },
   );
   check(migrate.code === 0, "`supplier-sync migrate` in the container exits 0", `code ${migrate.code}`);
@@ -107,6 +117,7 @@ async function checkContainer(ctx, db) {
     "--rm",
     "--name",
     names.sim,
+    "--no-healthcheck",
     "--network=host",
     "-v",
     `${ctx.dir}/simulator.json:/etc/supplier-sync/simulator.json:ro`,
@@ -140,6 +151,10 @@ async function checkContainer(ctx, db) {
     "-d",
     "--name",
     names.daemon,
+    // As locked down as the Kubernetes manifest: read-only root, no capabilities.
+    "--read-only",
+    "--cap-drop=ALL",
+    "--security-opt=no-new-privileges",
     ...common,
     "-e",
     `SUPPLIER_SYNC_HTTP_ADDR=127.0.0.1:${ctx.httpPort}`,
@@ -228,7 +243,8 @@ async function checkContainer(ctx, db) {
     timeoutMs: (ctx.shutdownTimeoutS + 30) * 1000,
   });
   const stopS = (Date.now() - killedAt) / 1000;
-  const exitCode = Number(waited.stdout.trim());
+  const exitCode =
+    waited.code === 0 && /^\d+$/.test(waited.stdout.trim()) ? Number(waited.stdout.trim()) : Number.NaN;
   check(exitCode === 0, "daemon exits 0 on SIGTERM", `exit ${waited.stdout.trim() || waited.code}`);
   // The engine's own bookkeeping adds a little to the process's exit.
   check(

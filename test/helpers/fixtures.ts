@@ -36,11 +36,15 @@ export function simConnector(baseUrl: string, extra: Record<string, unknown> = {
 }
 
 /** Polls `fn` until it returns a truthy value, or fails after `timeoutMs`. */
-export async function until<T>(fn: () => Promise<T> | T, timeoutMs = 20_000, what = "condition"): Promise<T> {
+export async function until<T>(
+  fn: () => Promise<T> | T,
+  timeoutMs = 20_000,
+  what = "condition",
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
-    if (v) return v;
+    if (v) return v as NonNullable<T>;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }

@@ -1,0 +1,78 @@
+/** Spawning the worker and the daemon as child processes, every wait bounded. */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { WorkerReport } from "./worker.js";
+
+const WORKER = fileURLToPath(new URL("./worker.js", import.meta.url));
+export const DAEMON = fileURLToPath(new URL("../cmd/supplier-sync/main.js", import.meta.url));
+export const PROJECT_ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+/** A connectors folder with one declarative definition per supplier, pointing at the simulator. */
+export function writeConnectors(
+  definitions: Record<string, { baseUrl: string; limit: number; requestsPerSecond: number; burst: number }>,
+): string {
+  const dir = mkdtempSync(join(tmpdir(), "supplier-sync-bench-connectors-"));
+  for (const [name, d] of Object.entries(definitions)) {
+    const definition = {
+      baseUrl: d.baseUrl,
+      auth: { type: "none" },
+      rateLimit: { requestsPerSecond: d.requestsPerSecond, burst: d.burst, maxConcurrency: 2 },
+      request: { path: "/v1/offers", query: { limit: String(d.limit) } },
+      pagination: { type: "page", param: "page", start: 1 },
+      records: { path: "data.items" },
+      fields: {
+        sku: "article",
+        name: "title",
+        price: "price.value",
+        currency: "price.currency",
+        stock: "stock.total",
+      },
+    };
+    writeFileSync(join(dir, `${name}.json`), JSON.stringify(definition, null, 2));
+  }
+  return dir;
+}
+
+/** Kills `child` if it has not exited within `ms`, and rejects. */
+export function exitOf(child: ChildProcess, ms: number, what: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`${what} did not finish within ${ms} ms`));
+    }, ms);
+    child.once("error", (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer);
+      resolve(code ?? (signal ? 128 : 0));
+    });
+  });
+}
+
+/** Runs one worker tick (bench/worker.ts) with the daemon's variables in `env`. */
+export async function runWorker(env: Record<string, string>, timeoutMs: number): Promise<WorkerReport> {
+  const child = spawn(process.execPath, [WORKER, JSON.stringify(env)], {
+    cwd: PROJECT_ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: {},
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-4000);
+  });
+  const code = await exitOf(child, timeoutMs, "worker");
+  const line = stdout.trim().split("\n").at(-1) ?? "";
+  if (code !== 0 || !line.startsWith("{")) {
+    throw new Error(`worker exited ${code}: ${stderr.trim() || stdout.slice(-2000)}`);
+  }
+  return JSON.parse(line) as WorkerReport;
+}

@@ -1,0 +1,166 @@
+#!/usr/bin/env node
+/**
+ * `npm run bench`: every case of issue 8 in one process run, on one PostgreSQL
+ * (`BENCH_DATABASE_URL`, else an embedded one started here), printing a table and
+ * writing `bench/results.json`. `--ci` runs the small fast version and exits 1 if
+ * the first-load ratio drops below its CI floor.
+ *
+ * Usage: node dist/bench/run.js [--ci] [--skus N] [--page-size N] [--reps N]
+ *          [--only case,case] [--out FILE]
+ * Cases: ceiling, peers, store, pipeline, memory, rate-limit, scheduler.
+ */
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { measureCeiling } from "./cases/ceiling.js";
+import type { CaseContext } from "./cases/context.js";
+import { measurePeers } from "./cases/peers.js";
+import { runPipelineCases } from "./cases/pipeline.js";
+import { measureStoreWrite } from "./cases/store-write.js";
+import { openBenchDatabase } from "./database.js";
+import { BENCH_SUPPLIER, BenchCatalog } from "./dataset.js";
+import type { Measurement } from "./measure.js";
+import { checkTargets, formatTable, machineInfo, type Target, writeResults } from "./report.js";
+import { CI_TARGETS, FULL_TARGETS } from "./targets.js";
+
+const ALL_CASES = ["ceiling", "peers", "store", "pipeline", "memory", "rate-limit", "scheduler"] as const;
+type CaseName = (typeof ALL_CASES)[number];
+
+interface Options {
+  ci: boolean;
+  skus: number;
+  pageSize: number;
+  reps: number;
+  cases: Set<CaseName>;
+  out: string;
+}
+
+function parseOptions(argv: string[]): Options {
+  const ci = argv.includes("--ci");
+  const value = (flag: string): string | undefined => {
+    const i = argv.indexOf(flag);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  const int = (flag: string, fallback: number): number => {
+    const raw = value(flag);
+    const n = raw === undefined ? fallback : Number.parseInt(raw, 10);
+    if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`${flag} needs a positive integer, got ${raw}`);
+    return n;
+  };
+  const only = value("--only");
+  const cases = new Set<CaseName>(
+    only
+      ? only.split(",").map((c) => {
+          if (!(ALL_CASES as readonly string[]).includes(c)) throw new Error(`unknown case ${c}`);
+          return c as CaseName;
+        })
+      : ci
+        ? ["ceiling", "pipeline"]
+        : ALL_CASES,
+  );
+  return {
+    ci,
+    skus: int("--skus", ci ? 20_000 : 1_000_000),
+    pageSize: int("--page-size", 5_000),
+    reps: int("--reps", 3),
+    cases,
+    out:
+      value("--out") ??
+      fileURLToPath(
+        new URL(ci ? "../../bench/results-ci.json" : "../../bench/results.json", import.meta.url),
+      ),
+  };
+}
+
+function packageVersion(name: string): string {
+  try {
+    const url = new URL(`../../node_modules/${name}/package.json`, import.meta.url);
+    return (JSON.parse(readFileSync(url, "utf8")) as { version: string }).version;
+  } catch {
+    return "unknown";
+  }
+}
+
+function progress(message: string): void {
+  process.stderr.write(`bench: ${message}\n`);
+}
+
+async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const options = parseOptions(argv);
+  const started = Date.now();
+  progress(`${options.skus} SKUs, pages of ${options.pageSize}, ${options.reps} repetitions`);
+  const database = await openBenchDatabase(env.BENCH_DATABASE_URL);
+  const pool = new pg.Pool({ connectionString: database.url, max: 4 });
+  pool.on("error", () => {});
+  const results: Measurement[] = [];
+  try {
+    const ctx: CaseContext = {
+      pool,
+      url: database.url,
+      catalog: new BenchCatalog(BENCH_SUPPLIER, options.skus, options.pageSize),
+      repetitions: options.reps,
+      progress,
+    };
+    const has = (c: CaseName) => options.cases.has(c);
+    if (has("ceiling")) results.push(await measureCeiling(ctx));
+    if (has("store")) results.push(...(await measureStoreWrite(ctx)));
+    if (has("pipeline") || has("memory") || has("rate-limit") || has("scheduler")) {
+      results.push(
+        ...(await runPipelineCases(ctx, {
+          pipeline: has("pipeline"),
+          memory: has("memory"),
+          rateLimit: has("rate-limit"),
+          scheduler: has("scheduler"),
+        })),
+      );
+    }
+    if (has("peers")) results.push(...(await measurePeers(ctx)));
+  } finally {
+    await pool.end().catch(() => {});
+    await database.stop();
+  }
+  const ceiling = results.find((m) => m.id === "ceiling.copy")?.median;
+  for (const m of results) {
+    if (ceiling && m.unit === "rows/s" && m.id !== "ceiling.copy") m.ratioToCeiling = m.median / ceiling;
+  }
+  const drizzlePeer = results.find((m) => m.id === "peer.drizzle");
+  const firstLoad = results.find((m) => m.id === "pipeline.first");
+  if (drizzlePeer && firstLoad)
+    drizzlePeer.details.first_load_multiple = firstLoad.median / drizzlePeer.median;
+  const targets: Target[] = options.ci ? CI_TARGETS : FULL_TARGETS;
+  const checks = checkTargets(results, targets);
+  process.stdout.write(`${formatTable(results, checks)}\n`);
+  writeResults(options.out, {
+    startedAt: new Date(started).toISOString(),
+    durationS: Math.round((Date.now() - started) / 1000),
+    machine: machineInfo(),
+    versions: {
+      postgresql: database.server.version ?? "unknown",
+      pg: packageVersion("pg"),
+      undici: packageVersion("undici"),
+      "drizzle-orm": packageVersion("drizzle-orm"),
+    },
+    database: database.server,
+    method: {
+      skus: options.skus,
+      page_size: options.pageSize,
+      repetitions: options.reps,
+      summary:
+        "median and min–max of the repetitions; every case in this one process run against one PostgreSQL; ceiling = COPY FROM STDIN (pg protocol, text format) into a (supplier, sku)-keyed table; ratios = case median / ceiling median",
+    },
+    results,
+    targets: checks,
+  });
+  progress(`wrote ${options.out} in ${Math.round((Date.now() - started) / 1000)} s`);
+  // In CI only the gating targets count; the full run reports misses without failing.
+  if (options.ci && checks.some((c) => c.met === false)) return 1;
+  return 0;
+}
+
+main(process.argv.slice(2), process.env).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(2);
+  },
+);

@@ -1,0 +1,77 @@
+/** The targets of issue 8, checked against the measurements of a run. */
+import type { Target } from "./report.js";
+
+export const FULL_TARGETS: Target[] = [
+  { id: "pipeline.first", figure: "ratio", op: ">=", value: 0.5, text: "first load ≥ 0.50× ceiling" },
+  {
+    id: "pipeline.unchanged",
+    figure: "ratio",
+    op: ">=",
+    value: 1.0,
+    text: "unchanged re-sync ≥ 1.0× ceiling",
+  },
+  {
+    id: "pipeline.unchanged",
+    figure: "dead_tuples_max",
+    op: "<=",
+    value: 0,
+    text: "unchanged re-sync: 0 dead tuples",
+  },
+  {
+    id: "pipeline.unchanged",
+    figure: "wal_bytes",
+    op: "<=",
+    value: 5 * 2 ** 20,
+    text: "unchanged re-sync: WAL < 5 MB",
+  },
+  {
+    id: "pipeline.changed",
+    figure: "new_observations",
+    op: ">=",
+    value: 10_000,
+    text: "1 % changed: 10,000 observations (≥)",
+  },
+  {
+    id: "pipeline.changed",
+    figure: "new_observations",
+    op: "<=",
+    value: 10_000,
+    text: "1 % changed: 10,000 observations (≤)",
+  },
+  { id: "memory.rss_1m", figure: "median", op: "<=", value: 160, text: "peak RSS at 1M SKUs ≤ 160 MB" },
+  {
+    id: "memory.rss_1m",
+    figure: "growth_vs_100k",
+    op: "<=",
+    value: 0.2,
+    text: "peak RSS 1M within 20 % of 100k",
+  },
+  {
+    id: "rate_limit.budget_used",
+    figure: "median",
+    op: ">=",
+    value: 0.95,
+    text: "rate limit ≥ 95 % of budget used",
+  },
+  {
+    id: "rate_limit.budget_used",
+    figure: "over_budget",
+    op: "<=",
+    value: 0,
+    text: "rate limit: 0 requests over budget",
+  },
+  { id: "scheduler.idle", figure: "median", op: "<=", value: 1, text: "1,000 idle suppliers < 1 % CPU" },
+  { id: "scheduler.idle", figure: "rss_mb", op: "<=", value: 150, text: "1,000 idle suppliers < 150 MB RSS" },
+  {
+    id: "peer.drizzle",
+    figure: "first_load_multiple",
+    op: ">=",
+    value: 6,
+    text: "first load ≥ 6× drizzle loop",
+  },
+];
+
+/** CI gate: half the first-load target, on a small catalog. */
+export const CI_TARGETS: Target[] = [
+  { id: "pipeline.first", figure: "ratio", op: ">=", value: 0.25, text: "CI: first load ≥ 0.25× ceiling" },
+];

@@ -1,0 +1,44 @@
+#!/usr/bin/env node
+/**
+ * The benchmark's worker process: one `--tick-once --force` of the whole app
+ * (`buildApp` → connector over loopback HTTP → runTick → store), run as a child so
+ * its peak RSS is its own. Reads its environment from argv[2] (JSON, the same
+ * variables the daemon reads), never from `process.env`; prints one JSON line.
+ */
+import { buildApp } from "../internal/app/app.js";
+import { loadConfig } from "../internal/config/env.js";
+import type { TickResult } from "../internal/ingestion/tick.js";
+
+/** The line the worker prints on stdout. */
+export interface WorkerReport {
+  /** Wall time of tickOnce only (not process start, connect or migrations). */
+  tickMs: number;
+  /** `process.resourceUsage().maxRSS` in KiB, at the end. */
+  maxRssKb: number;
+  results: Pick<TickResult, "supplier" | "outcome" | "counts">[];
+}
+
+async function main(): Promise<void> {
+  const env = JSON.parse(process.argv[2] ?? "{}") as Record<string, string>;
+  const config = loadConfig(env, process.cwd());
+  const app = buildApp(config);
+  await app.open();
+  const start = process.hrtime.bigint();
+  const results = await app.tickOnce({ suppliers: config.suppliers.filter((s) => s.enabled), force: true });
+  const tickMs = Number(process.hrtime.bigint() - start) / 1e6;
+  await app.stop();
+  const report: WorkerReport = {
+    tickMs,
+    maxRssKb: process.resourceUsage().maxRSS,
+    results: results.map((r) => ({ supplier: r.supplier, outcome: r.outcome, counts: r.counts })),
+  };
+  process.stdout.write(`${JSON.stringify(report)}\n`);
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

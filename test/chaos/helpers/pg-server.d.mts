@@ -1,0 +1,12 @@
+/** The directory of the bundled PostgreSQL binaries for this platform. */
+export function postgresBinDir(): string;
+/** Runs initdb in `dataDir` (whose parent must be writable by the postgres user). */
+export function initPostgres(options: { dataDir: string; port: number }): Promise<void>;
+/** Resolves once `url` accepts a query, or rejects after `timeoutMs`. */
+export function waitForPostgres(url: string, timeoutMs?: number): Promise<void>;
+/** Starts the postmaster on `dataDir` and waits until it answers. */
+export function startPostgres(options: { dataDir: string; port: number; timeoutMs?: number }): Promise<void>;
+/** The running postmaster's pid, from `postmaster.pid`, if any. */
+export function postmasterPid(dataDir: string): number | undefined;
+/** Fast shutdown (SIGINT) of the postmaster, waiting until it is gone. */
+export function stopPostgres(options: { dataDir: string; timeoutMs?: number }): Promise<void>;

@@ -1,0 +1,69 @@
+/**
+ * One chaos scenario = one tap subtest that also appends a result line (scenario,
+ * outcome, invariants checked, duration) to the runner's JSONL file, from which
+ * `test/chaos/run.mjs` prints its table.
+ */
+import { appendFileSync } from "node:fs";
+import { relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import t, { type Test } from "tap";
+
+const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+
+export interface ScenarioOptions {
+  /** Hard bound of the scenario; tap fails it when exceeded. */
+  timeoutMs: number;
+  /**
+   * A product bug this scenario exposes, described in the report: the scenario still
+   * runs and asserts, but a failure shows as `known failure` instead of failing the suite.
+   */
+  knownFailure?: string;
+}
+
+/** Result line consumed by the runner. */
+interface ScenarioResult {
+  file: string;
+  scenario: string;
+  outcome: "pass" | "FAIL" | "known failure";
+  invariants: string[];
+  durationMs: number;
+  note?: string;
+}
+
+function record(result: ScenarioResult): void {
+  const path = process.env.CHAOS_RESULTS;
+  // Run outside the runner (plain `npx tap`): tap's own output is the report.
+  if (path) appendFileSync(path, `${JSON.stringify(result)}\n`);
+}
+
+/**
+ * Declares a scenario. `fn` returns the names of the invariants it checked (usually
+ * what {@link assertInvariants} returned), shown in the runner's table.
+ */
+export function scenario(name: string, options: ScenarioOptions, fn: (t: Test) => Promise<string[]>): void {
+  const file = relative(ROOT, fileURLToPath(new URL(process.argv[1] ?? "", "file://")));
+  const testOptions = {
+    timeout: options.timeoutMs,
+    ...(options.knownFailure ? { todo: options.knownFailure } : {}),
+  };
+  t.test(name, testOptions, async (st) => {
+    const started = Date.now();
+    let invariants: string[] = [];
+    try {
+      invariants = await fn(st);
+    } catch (err) {
+      st.error(err, "scenario threw");
+    }
+    const ok = st.passing();
+    record({
+      file: file.startsWith("..") ? name : file,
+      scenario: name,
+      outcome: ok ? "pass" : options.knownFailure ? "known failure" : "FAIL",
+      invariants,
+      durationMs: Date.now() - started,
+      ...(options.knownFailure
+        ? { note: ok ? `expected to fail (${options.knownFailure}) but passed` : options.knownFailure }
+        : {}),
+    });
+  });
+}

@@ -1,0 +1,165 @@
+#!/usr/bin/env node
+// `npm run test:chaos`: the fault suite of issue 9. Builds the CLI, starts its OWN
+// PostgreSQL (one that scenarios may stop and start again), migrates a template
+// database once, then runs each scenario file with tap, one file at a time (a file may
+// stop the database, so nothing else may run beside it). Each scenario appends one
+// result line to a JSONL file; the runner prints them as a table and exits non-zero
+// if any scenario failed.
+//
+//   node test/chaos/run.mjs [--no-build] [name-filter...]
+import { spawn, spawnSync } from "node:child_process";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { initPostgres, startPostgres, stopPostgres } from "./helpers/pg-server.mjs";
+
+const root = new URL("../..", import.meta.url).pathname;
+
+/** In run order; the slow and disruptive ones last. */
+const FILES = [
+  "internal/config/suppliers.property.test.ts",
+  "test/chaos/normalize.property.test.ts",
+  "test/chaos/bad-config.chaos.test.ts",
+  "test/chaos/supplier-storms.chaos.test.ts",
+  "test/chaos/races.chaos.test.ts",
+  "test/chaos/crashes.chaos.test.ts",
+  "test/chaos/signals.chaos.test.ts",
+  "test/chaos/database-outage.chaos.test.ts",
+];
+/** Per tap file; the whole suite stays far below the 10-minute CI budget. */
+const FILE_TIMEOUT_S = 240;
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+    srv.on("error", reject);
+  });
+}
+
+function withDatabase(url, name) {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+function runTap(file, env) {
+  return new Promise((resolve) => {
+    const child = spawn("npx", ["tap", "--timeout", String(FILE_TIMEOUT_S), "--reporter", "terse", file], {
+      cwd: root,
+      stdio: "inherit",
+      env,
+    });
+    child.on("exit", (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+  });
+}
+
+function pad(s, n) {
+  const text = String(s);
+  return text.length >= n ? text : text + " ".repeat(n - text.length);
+}
+
+function printTable(rows) {
+  const w1 = Math.max(8, ...rows.map((r) => r.scenario.length));
+  const w2 = Math.max(7, ...rows.map((r) => r.outcome.length));
+  const out = [`${pad("scenario", w1)}  ${pad("outcome", w2)}  ${pad("time", 7)}  invariants checked`];
+  out.push("-".repeat(w1 + w2 + 30));
+  for (const r of rows) {
+    const secs = r.durationMs === undefined ? "" : `${(r.durationMs / 1000).toFixed(1)}s`;
+    const inv = r.invariants.length ? r.invariants.join(", ") : "-";
+    out.push(`${pad(r.scenario, w1)}  ${pad(r.outcome, w2)}  ${pad(secs, 7)}  ${inv}`);
+    if (r.note) out.push(`${pad("", w1)}  ${pad("", w2)}  ${pad("", 7)}  note: ${r.note}`);
+  }
+  console.log(`\n${out.join("\n")}`);
+}
+
+async function main() {
+  const args = process.argv.slice(2);
+  if (!args.includes("--no-build")) {
+    const r = spawnSync("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: root, stdio: "inherit" });
+    if (r.status !== 0) process.exit(r.status ?? 1);
+  }
+  const filters = args.filter((a) => !a.startsWith("--"));
+  const files = FILES.filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)));
+
+  const dir = mkdtempSync(join(tmpdir(), "supplier-sync-chaos-"));
+  // initdb runs as the `postgres` system user when we are root: it must write here.
+  chmodSync(dir, 0o777);
+  const dataDir = join(dir, "data");
+  const port = await freePort();
+  const results = join(dir, "results.jsonl");
+  const started = Date.now();
+  let exitCode = 1;
+  try {
+    await initPostgres({ dataDir, port });
+    await startPostgres({ dataDir, port });
+    const adminUrl = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
+    console.error(`chaos: own PostgreSQL on 127.0.0.1:${port} (${dataDir})`);
+    const template = "ss_chaos_tpl";
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`create database ${template}`);
+    await admin.end();
+    const { runMigrations } = await import(join(root, "dist/internal/store/migrate.js"));
+    const pool = new pg.Pool({ connectionString: withDatabase(adminUrl, template), max: 1 });
+    await runMigrations(pool);
+    await pool.end();
+
+    const env = {
+      ...process.env,
+      TEST_DATABASE_URL: adminUrl,
+      SUPPLIER_SYNC_TEST_TEMPLATE: template,
+      CHAOS_PG_DATA: dataDir,
+      CHAOS_PG_PORT: String(port),
+      CHAOS_RESULTS: results,
+    };
+    const fileCodes = new Map();
+    for (const file of files) {
+      console.error(`\nchaos: ${file}`);
+      fileCodes.set(file, await runTap(file, env));
+    }
+
+    const lines = existsSync(results) ? readFileSync(results, "utf8").split("\n").filter(Boolean) : [];
+    const recorded = lines.map((l) => JSON.parse(l));
+    const rows = [];
+    for (const file of files) {
+      const mine = recorded.filter((r) => r.file === file);
+      for (const r of mine) rows.push(r);
+      const code = fileCodes.get(file);
+      // A file without scenario rows (a plain tap file), or one that failed outside its
+      // scenarios (a crash, a tap timeout), still gets a row: nothing fails silently.
+      if (mine.length === 0 || (code !== 0 && mine.every((r) => r.outcome !== "FAIL"))) {
+        rows.push({
+          file,
+          scenario: mine.length === 0 ? file : `${file} (outside scenarios)`,
+          outcome: code === 0 ? "pass" : "FAIL",
+          invariants:
+            mine.length === 0 && code === 0 ? ["never a crash, a valid value or a named error"] : [],
+          note: code === 0 ? undefined : `tap exited ${code}`,
+        });
+      }
+    }
+    printTable(rows);
+    const passed = rows.filter((r) => r.outcome === "pass").length;
+    const known = rows.filter((r) => r.outcome === "known failure").length;
+    const failed = rows.filter((r) => r.outcome === "FAIL").length;
+    const mins = ((Date.now() - started) / 60_000).toFixed(1);
+    console.log(`\ntotal ${mins} min; ${known} known failure(s) (see notes)`);
+    console.log(`${passed} passed, ${failed} failed`);
+    exitCode = failed === 0 ? 0 : 1;
+  } finally {
+    await stopPostgres({ dataDir }).catch((err) => console.error(`chaos: stopping PostgreSQL: ${err}`));
+    rmSync(dir, { recursive: true, force: true });
+  }
+  process.exit(exitCode);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
