@@ -2,7 +2,7 @@
 /**
  * Static checks of the deployment files, no container engine needed:
  * - every YAML file (docker-compose.yml, deploy/**) and every ```yaml block of
- *   docs/deployment.md parses, with the `yaml` package (strict: duplicate keys are
+ *   README.md parses, with the `yaml` package (strict: duplicate keys are
  *   errors) and, when python3 has PyYAML, with PyYAML too;
  * - the manifests say what the deployment guide promises (probes, resources,
  *   concurrencyPolicy, --tick-once, the three alerts, the compose services);
@@ -37,9 +37,9 @@ addFile("docker-compose.yml");
 for (const dir of ["deploy", "deploy/k8s"]) {
   for (const f of readdirSync(join(root, dir))) if (/\.ya?ml$/.test(f)) addFile(`${dir}/${f}`);
 }
-const guide = readFileSync(join(root, "docs/deployment.md"), "utf8");
+const guide = readFileSync(join(root, "README.md"), "utf8");
 [...guide.matchAll(/```yaml\n([\s\S]*?)```/g)].forEach((m, i) => {
-  sources.push({ name: `docs/deployment.md yaml block ${i + 1}`, text: m[1] ?? "" });
+  sources.push({ name: `README.md yaml block ${i + 1}`, text: m[1] ?? "" });
 });
 
 /** @type {Map<string, any[]>} */
