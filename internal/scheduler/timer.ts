@@ -13,13 +13,51 @@ export interface OneShotTimer {
 export function cronerTimer(clock: Clock): OneShotTimer {
   return {
     at(timeMs, fn) {
-      // croner refuses dates in the past; a due time that has passed fires now.
-      const when = Math.max(timeMs, clock.now() + 5);
-      const job = new Cron(new Date(when), { timezone: "UTC", catch: true }, () => fn());
-      return { cancel: () => job.stop() };
+      let cancelled = false;
+      let cancelCurrent: () => void = () => {};
+      const arm = () => {
+        if (cancelled) return;
+        const wait = timeMs - clock.now();
+        if (wait > APPROACH_MS) {
+          // croner wakes every 30 s to re-check a pending job; with 1,000 suppliers at 1h
+          // that is 33 wake-ups a second for nothing. Far-off fires wait on one plain
+          // timer and hand over to croner for the final approach.
+          const timer = setTimeout(arm, Math.min(wait - APPROACH_MS / 2, MAX_TIMEOUT_MS));
+          cancelCurrent = () => clearTimeout(timer);
+          return;
+        }
+        // croner refuses dates in the past; a due time that has passed fires now.
+        const when = Math.max(timeMs, clock.now() + 5);
+        // croner works in whole seconds and may fire up to a second early: finish the
+        // wait precisely, so a fire never lands in the previous slot.
+        const job = new Cron(new Date(when), { timezone: "UTC", catch: true }, () => {
+          const rest = timeMs - clock.now();
+          if (rest <= 0 || cancelled) {
+            if (!cancelled) fn();
+            return;
+          }
+          const timer = setTimeout(() => {
+            if (!cancelled) fn();
+          }, rest);
+          cancelCurrent = () => clearTimeout(timer);
+        });
+        cancelCurrent = () => job.stop();
+      };
+      arm();
+      return {
+        cancel: () => {
+          cancelled = true;
+          cancelCurrent();
+        },
+      };
     },
   };
 }
+
+/** How close to its due time a fire is handed to croner. */
+const APPROACH_MS = 60_000;
+/** setTimeout's largest delay (about 24.8 days). */
+const MAX_TIMEOUT_MS = 2_147_483_647;
 
 /** Timers on an injected clock (tests step `ManualClock` through hours in milliseconds). */
 export function clockTimer(clock: Clock): OneShotTimer {

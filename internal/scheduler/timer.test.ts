@@ -1,0 +1,25 @@
+import t from "tap";
+import { systemClock } from "../platform/clock.js";
+import { cronerTimer } from "./timer.js";
+
+t.test("croner timer fires once at the due time; a cancelled one never fires", async (t) => {
+  const timer = cronerTimer(systemClock);
+  const start = Date.now();
+  const fired = await new Promise<number>((resolve) => {
+    timer.at(start + 300, () => resolve(Date.now()));
+  });
+  t.ok(fired - start >= 290 && fired - start < 1_500, `fired after ${fired - start} ms`);
+  let late = false;
+  const handle = timer.at(Date.now() + 200, () => {
+    late = true;
+  });
+  handle.cancel();
+  const far = timer.at(Date.now() + 3_600_000, () => {
+    late = true;
+  });
+  far.cancel();
+  await new Promise((r) => setTimeout(r, 500));
+  t.notOk(late, "cancelled timers stay silent");
+  const past = await new Promise<boolean>((resolve) => timer.at(Date.now() - 10_000, () => resolve(true)));
+  t.ok(past, "a due time in the past fires at once");
+});
