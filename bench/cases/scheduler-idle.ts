@@ -15,7 +15,7 @@ import type { CaseContext } from "./context.js";
 
 const SUPPLIERS = 1_000;
 const IDLE_WINDOW_MS = 30_000;
-const SETTLE_MS = 15_000;
+const SETTLE_MS = 45_000;
 const CATCH_UP_TIMEOUT_MS = 300_000;
 /** USER_HZ: the unit of utime/stime in /proc/<pid>/stat on Linux. */
 const CLOCK_TICKS_PER_SECOND = 100;
