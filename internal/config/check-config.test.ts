@@ -57,7 +57,10 @@ t.test("an enabled supplier with a missing or invalid connector fails the check"
   const { text, ok } = formatCheckConfig(config, statuses);
   t.equal(ok, false);
   t.match(text, /database +embedded/);
-  t.match(text, /bad +every 1h +enabled +connector invalid: auth\.tokenEnv: .*BAD_TOKEN_UNSET/);
+  t.match(
+    text,
+    /bad +every 1h +enabled +connector invalid \(.*bad\.json\): auth\.tokenEnv: .*BAD_TOKEN_UNSET/,
+  );
   t.ok(text.includes(`gone  every 1d  enabled  connector missing (${dir}/gone.json)`), text);
   t.match(text, /2 problems/);
 });

@@ -17,7 +17,7 @@ function describeConnector(status: ConnectorStatus | undefined): { text: string;
     case "missing":
       return { text: `missing (${safeText(status.path)})`, ok: false };
     case "invalid":
-      return { text: `invalid: ${safeText(status.reason)}`, ok: false };
+      return { text: `invalid (${safeText(status.path)}): ${safeText(status.reason)}`, ok: false };
   }
 }
 
