@@ -92,7 +92,7 @@ scenario(
       const result = normalizeRecord(raw, fields);
       if ("offer" in result) assertValidOffer(result.offer);
       else {
-        if (result.reject.raw !== raw) throw new Error("the reject does not keep the raw record");
+        if (!Object.is(result.reject.raw, raw)) throw new Error("the reject does not keep the raw record");
         if (!/^(sku|price|currency|stock|name) \(|^record is not an object/.test(result.reject.reason)) {
           throw new Error(`reject reason names no field: ${result.reject.reason}`);
         }
