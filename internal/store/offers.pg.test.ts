@@ -276,3 +276,106 @@ t.test("a page for a run closed by recovery is refused and writes nothing", asyn
   const ok = await client.query("select 1 as one");
   t.equal(ok.rows[0]?.one, 1, "the connection is usable after the rollback");
 });
+
+t.test(
+  "pages in random SKU order (wide ranges): per-SKU probes classify exactly like dense pages",
+  async (t) => {
+    const { pool, client } = await setup(t);
+    // A deterministic shuffle: each page's SKU range spans nearly the whole catalog,
+    // so the range read hits its cap and the page falls back to one probe per SKU.
+    const shuffled = catalog(1_200).sort(
+      (a, b) => ((Number(a.sku.slice(4)) * 7919) % 1_201) - ((Number(b.sku.slice(4)) * 7919) % 1_201),
+    );
+    const first = await commitAll(client, await newRun(client), pages(shuffled, 300));
+    t.same(first, { seen: 1_200, inserted: 1_200, updated: 0, unchanged: 0, rejected: 0 }, "first load");
+    const changed = shuffled.map((o, i) => (i % 10 === 0 ? { ...o, price: "99.99" } : o));
+    const withNew = [...changed.slice(0, 600), ...catalog(1_205).slice(1_200), ...changed.slice(600)];
+    const runId = await newRun(client, new Date("2025-01-01T01:00:00Z"));
+    const second = await commitAll(client, runId, pages(withNew, 300));
+    t.same(second, { seen: 1_205, inserted: 5, updated: 120, unchanged: 1_080, rejected: 0 });
+    t.equal(await count(pool, "select count(*)::int as n from supplier_offers"), 1_205, "no duplicate");
+    t.equal(
+      await count(pool, "select count(*)::int as n from supplier_offer_observations where run_id = $1", [
+        runId,
+      ]),
+      125,
+      "one observation per new or changed offer",
+    );
+    t.equal(
+      await count(
+        pool,
+        "select count(*)::int as n from supplier_offers where price = 99.99 and last_run_id = $1",
+        [runId],
+      ),
+      120,
+      "changed offers carry the new price and run",
+    );
+  },
+);
+
+t.test(
+  "a dense page whose range also holds offers the supplier dropped: those are not counted",
+  async (t) => {
+    const { pool, client } = await setup(t);
+    await commitAll(client, await newRun(client), pages(catalog(1_000), 1_000));
+    // Every other offer is gone: the range of the page holds 2× its SKUs (still under the cap).
+    const half = catalog(1_000).filter((_, i) => i % 2 === 0);
+    const runId = await newRun(client, new Date("2025-01-01T01:00:00Z"));
+    const c = await commitAll(client, runId, pages(half, 500));
+    t.same(c, { seen: 500, inserted: 0, updated: 0, unchanged: 500, rejected: 0 });
+    const closed = await closeRun(client, { runId, walkComplete: true, errorCode: null, errorMessage: null });
+    t.equal(closed?.counts.recordsDelisted, 500, "the dropped half is delisted");
+    t.equal(
+      await count(pool, "select count(*)::int as n from supplier_offers where delisted_at is null"),
+      500,
+    );
+  },
+);
+
+t.test(
+  "values with quotes, backslashes, braces, commas, NULL-like text and non-ASCII survive the array literals",
+  async (t) => {
+    const { pool, client } = await setup(t);
+    const odd: Offer[] = [
+      { sku: 'q"uote', name: 'say "hi"', price: "1", currency: null, stock: null },
+      { sku: "back\\slash", name: "C:\\dir\\", price: "2.5", currency: "EUR", stock: 0 },
+      { sku: "{brace},comma", name: "{a,b}", price: "0.000001", currency: "USD", stock: 3 },
+      { sku: "NULL", name: "NULL", price: "3", currency: null, stock: null },
+      { sku: "  spaced  ", name: "", price: "4", currency: null, stock: 1 },
+      {
+        sku: "ünïcødé-😀",
+        name: "名前 'single'",
+        price: "999999999999999.999999",
+        currency: "JPY",
+        stock: 2147483647,
+      },
+    ];
+    const runId = await newRun(client);
+    const c = await commitPage(client, {
+      runId,
+      supplier: SUPPLIER,
+      page: { seq: 1, offers: odd, rejects: [], httpAttempts: 1 },
+    });
+    t.same(c, { seen: 6, inserted: 6, updated: 0, unchanged: 0, rejected: 0 });
+    const { rows } = await pool.query<{
+      sku: string;
+      name: string | null;
+      price: string;
+      stock: number | null;
+    }>('select sku, name, price::text, stock from supplier_offers order by sku collate "C"');
+    const expected = odd
+      .map((o) => ({ sku: o.sku, name: o.name, price: o.price, stock: o.stock }))
+      .sort((a, b) => Buffer.compare(Buffer.from(a.sku), Buffer.from(b.sku)));
+    t.same(rows, expected, "stored exactly as given");
+    const again = await commitPage(client, {
+      runId: await newRun(client, new Date("2025-01-01T01:00:00Z")),
+      supplier: SUPPLIER,
+      page: { seq: 1, offers: odd, rejects: [], httpAttempts: 1 },
+    });
+    t.same(
+      again,
+      { seen: 6, inserted: 0, updated: 0, unchanged: 6, rejected: 0 },
+      "and compare equal on re-sync",
+    );
+  },
+);

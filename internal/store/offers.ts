@@ -27,7 +27,7 @@ import type pg from "pg";
 import type { Offer, Page, PageCounts, Reject } from "../ingestion/ports.js";
 import { IngestionError } from "../platform/errors.js";
 import { inTransaction, type Queryable } from "./queryable.js";
-import { prepareSeenSet } from "./seen-set.js";
+import { forgetSeenSetPreparation, prepareSeenSet } from "./seen-set.js";
 
 const ZERO_COUNTS: PageCounts = { seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0 };
 
@@ -47,13 +47,30 @@ returning 1`;
 
 /**
  * Stage → classify → write, as one statement, for a page already reduced to one
- * offer per SKU. Each SKU is probed in the primary key (the `offset 0` lateral
- * keeps it a nested loop of index probes: a hash join would read the supplier's
- * whole catalog on every page; `limit 1` makes it a plain index scan). Changed rows
- * are then updated by the `ctid` that probe found (a TID scan, for the same reason;
- * safe within one statement and snapshot, and checked: if a row moved under us the
- * update count differs and the page fails). Only new and changed offers are written and observed; the page's SKUs go to the session's seen
- * set as one array row (temp: no WAL).
+ * offer per SKU (`$3`-`$7`: array literals built by {@link arrayLiteral}).
+ *
+ * Classification reads the stored offers once, by the page's SKU range: catalogs are
+ * served in a stable order, usually by SKU, so the stored offers between the page's
+ * lowest and highest SKU are the page's own (plus any the supplier dropped since).
+ * That is one primary-key range scan and a hash join, against one index descent per
+ * SKU (measured on a 5,000-offer page of a 1M catalog: 8 ms against 31 ms). The range
+ * is read up to a cap of twice the page plus 100 rows; a page whose range holds more
+ * (SKUs served in random order, or a catalog that shrank a lot) falls back to one
+ * probe per SKU (`limit 1` keeps each a plain index scan, `union all` with one-time
+ * filters runs exactly one of the two branches). `min`/`max` are taken in SQL, so the
+ * range follows the database's collation and a SKU missing from a complete range is
+ * new, whatever the collation.
+ *
+ * An offer is unchanged when its fields equal the stored ones (`price` compared as
+ * numeric, so `1.50` = `1.5`); this is what the content hash encodes, without hashing
+ * the unchanged majority. The hash (md5 of `name, trim_scale(price), currency, stock`,
+ * each through `quote_nullable`: unambiguous, null is not "") is computed in SQL for
+ * the new and changed offers only, so the decimal is normalised by PostgreSQL itself.
+ *
+ * Changed rows are updated by the `ctid` the read found (a TID scan: safe within one
+ * statement and snapshot, and checked: if a row moved under us the update count
+ * differs and the page fails). Only new and changed offers are written and observed;
+ * the page's SKUs go to the session's seen set as one array row (temp: no WAL).
  *
  * New offers are plain inserts, not upserts: under the lease nobody else writes this
  * supplier, and `on conflict` costs twice as much per row (measured: 41 against
@@ -66,41 +83,57 @@ returning 1`;
  * what the run left in `supplier_offers`.
  */
 const WRITE_PAGE = `
-with page as (
-  select u.sku, u.name, u.price, u.currency, u.stock,
-         md5(concat_ws(',', quote_nullable(u.name), trim_scale(u.price)::text,
-                       quote_nullable(u.currency), quote_nullable(u.stock))) as content_hash
+with page as materialized (
+  select u.sku, u.name, u.price, u.currency, u.stock
     from unnest($3::text[], $4::text[], $5::numeric[], $6::text[], $7::int[]) as u(sku, name, price, currency, stock)
-), classified as (
-  select p.*, o.sku is null as is_new, o.content_hash is distinct from p.content_hash as is_changed, o.row_tid
+), bounds as materialized (
+  select min(sku) as lo, max(sku) as hi, count(*) * 2 + 100 as cap from page
+), stored as materialized (
+  select s.sku, s.name, s.price, s.currency, s.stock, s.ctid as row_tid
+    from supplier_offers s
+   where s.supplier = $2 and s.sku >= (select lo from bounds) and s.sku <= (select hi from bounds)
+   limit (select cap from bounds)
+), sparse as materialized (
+  select count(*) >= (select cap from bounds) as yes from stored
+), matched as (
+  select p.*, r.name as old_name, r.price as old_price, r.currency as old_currency, r.stock as old_stock, r.row_tid
+    from page p left join stored r on r.sku = p.sku
+   where not (select yes from sparse)
+  union all
+  select p.*, o.name, o.price, o.currency, o.stock, o.row_tid
     from page p
     left join lateral (
-      select s.sku, s.content_hash, s.ctid as row_tid
+      select s.name, s.price, s.currency, s.stock, s.ctid as row_tid
         from supplier_offers s where s.supplier = $2 and s.sku = p.sku limit 1
     ) o on true
+   where (select yes from sparse)
+), classified as (
+  select m.sku, m.name, m.price, m.currency, m.stock, m.row_tid, m.row_tid is null as is_new,
+         m.row_tid is not null and (m.old_price <> m.price or m.old_name is distinct from m.name
+           or m.old_currency is distinct from m.currency or m.old_stock is distinct from m.stock) as is_changed
+    from matched m
+), written as materialized (
+  select c.*, md5(concat_ws(',', quote_nullable(c.name), trim_scale(c.price)::text,
+                            quote_nullable(c.currency), quote_nullable(c.stock))) as content_hash
+    from classified c where c.is_new or c.is_changed
 ), inserted as (
   insert into supplier_offers
          (supplier, sku, name, price, currency, stock, content_hash, first_seen_at, last_changed_at, last_run_id)
   select $2, sku, name, price, currency, stock, content_hash, now(), now(), $1
-    from classified where is_new
+    from written where is_new
   returning 1
 ), updated as (
   update supplier_offers o
-     set name = c.name, price = c.price, currency = c.currency, stock = c.stock,
-         content_hash = c.content_hash, last_changed_at = now(), last_run_id = $1
-    from classified c
-   where o.ctid = any (array(select row_tid from classified where is_changed and not is_new))
-     and c.row_tid = o.ctid and c.is_changed and not c.is_new
+     set name = w.name, price = w.price, currency = w.currency, stock = w.stock,
+         content_hash = w.content_hash, last_changed_at = now(), last_run_id = $1
+    from written w
+   where o.ctid = any (array(select row_tid from written where not is_new))
+     and w.row_tid = o.ctid and not w.is_new
   returning 1
-), observed_new as (
+), observed as (
   insert into supplier_offer_observations (supplier, sku, run_id, observed_at, price, currency, stock, content_hash)
   select $2, sku, $1, now(), price, currency, stock, content_hash
-    from classified where is_new
-  returning 1
-), observed_changed as (
-  insert into supplier_offer_observations (supplier, sku, run_id, observed_at, price, currency, stock, content_hash)
-  select $2, sku, $1, now(), price, currency, stock, content_hash
-    from classified where is_changed and not is_new
+    from written
   on conflict (supplier, sku, run_id) do update
      set observed_at = excluded.observed_at, price = excluded.price, currency = excluded.currency,
          stock = excluded.stock, content_hash = excluded.content_hash
@@ -115,8 +148,8 @@ with page as (
   returning 1
 ), counts as (
   select count(*) filter (where is_new)::int as inserted,
-         count(*) filter (where is_changed and not is_new)::int as updated,
-         count(*) filter (where not is_changed)::int as unchanged
+         count(*) filter (where is_changed)::int as updated,
+         count(*) filter (where not is_new and not is_changed)::int as unchanged
     from classified
 ), run as (
   update ingestion_runs r
@@ -135,10 +168,39 @@ select counts.*,
        (select count(*) from run)::int as run_updated,
        (select count(*) from inserted)::int as inserted_rows,
        (select count(*) from updated)::int as updated_rows,
-       (select count(*) from observed_new)::int + (select count(*) from observed_changed)::int as observed,
+       (select count(*) from observed)::int as observed,
        (select count(*) from rejected)::int as rejects,
        (select count(*) from seen)::int as staged
   from counts`;
+
+/** One array element, double-quoted (backslash and quote escaped), or NULL. */
+function element(value: string | number | null): string {
+  if (value === null) return "NULL";
+  if (typeof value === "number") return String(value);
+  return `"${/["\\]/.test(value) ? value.replace(/["\\]/g, "\\$&") : value}"`;
+}
+
+/**
+ * The page's five columns as PostgreSQL array literals, built in one pass. pg's own
+ * array serialisation (`prepareValue`) costs 7.8 ms for a 5,000-offer page; this
+ * costs 1.9 ms, and the statement casts the text (`$3::text[]`, …) as before.
+ */
+export function arrayLiterals(offers: Offer[]): [string, string, string, string, string] {
+  const sku: string[] = [];
+  const name: string[] = [];
+  const price: string[] = [];
+  const currency: string[] = [];
+  const stock: string[] = [];
+  for (const o of offers) {
+    sku.push(element(o.sku));
+    name.push(element(o.name));
+    price.push(element(o.price));
+    currency.push(element(o.currency));
+    stock.push(element(o.stock));
+  }
+  const literal = (items: string[]) => `{${items.join(",")}}`;
+  return [literal(sku), literal(name), literal(price), literal(currency), literal(stock)];
+}
 
 /** The page with one offer per SKU, the last occurrence winning (in first-seen order). */
 function lastOccurrences(offers: Offer[]): Offer[] {
@@ -165,6 +227,22 @@ export async function commitPage(
 ): Promise<PageCounts> {
   const { runId, supplier, page } = input;
   const offers = lastOccurrences(page.offers);
+  const literals = arrayLiterals(offers);
+  try {
+    return await writePage(client, runId, supplier, page, literals);
+  } catch (err) {
+    forgetSeenSetPreparation(client);
+    throw err;
+  }
+}
+
+function writePage(
+  client: pg.ClientBase,
+  runId: number,
+  supplier: string,
+  page: Page,
+  literals: string[],
+): Promise<PageCounts> {
   return inTransaction(client, async (tx) => {
     const claim = await tx.query(CLAIM_STEP, [runId, page.seq, page.offers.length, page.httpAttempts]);
     if (claim.rowCount === 0) return { ...ZERO_COUNTS };
@@ -179,11 +257,7 @@ export async function commitPage(
     }>(WRITE_PAGE, [
       runId,
       supplier,
-      offers.map((o) => o.sku),
-      offers.map((o) => o.name),
-      offers.map((o) => o.price),
-      offers.map((o) => o.currency),
-      offers.map((o) => o.stock),
+      ...literals,
       page.seq,
       serializeRejects(page.rejects),
       page.offers.length,
