@@ -4,9 +4,23 @@
  * such as `__proto__` or `constructor` never reaches the prototype chain.
  */
 
-/** Splits a dot path into segments; `""` → `[]`. */
-export function splitDotPath(path: string): string[] {
-  return path === "" ? [] : path.split(".");
+/**
+ * Split paths, by path. Paths come from connector definitions, so there are few; the
+ * cap only guards against a caller passing data as paths. Splitting on every read
+ * cost 9 ms per 5,000-record page (five fields per record).
+ */
+const splitCache = new Map<string, readonly string[]>();
+const SPLIT_CACHE_MAX = 256;
+
+/** Splits a dot path into segments; `""` → `[]`. The result is shared: do not mutate it. */
+export function splitDotPath(path: string): readonly string[] {
+  let segments = splitCache.get(path);
+  if (segments === undefined) {
+    segments = Object.freeze(path === "" ? [] : path.split("."));
+    if (splitCache.size >= SPLIT_CACHE_MAX) splitCache.clear();
+    splitCache.set(path, segments);
+  }
+  return segments;
 }
 
 /** The value at `path`, or `undefined` when any segment is missing. Numeric segments index arrays. */

@@ -64,13 +64,7 @@ export function scanJsonLimits(text: string, limits: JsonBodyLimits): void {
     if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
     const top = stack[stack.length - 1];
     if (c === 0x22 /* " */) {
-      let j = i + 1;
-      while (j < length) {
-        const d = text.charCodeAt(j);
-        if (d === 0x5c /* \ */) j += 2;
-        else if (d === 0x22) break;
-        else j++;
-      }
+      const j = closingQuote(text, i + 1);
       if (top && !top.array && top.expectKey) {
         if (top.matched >= 0) top.key = decodeKey(text.slice(i + 1, j));
       } else {
@@ -112,7 +106,25 @@ export function scanJsonLimits(text: string, limits: JsonBodyLimits): void {
   }
 }
 
-function startValue(top: Frame | undefined, segments: string[], limits: JsonBodyLimits): void {
+/**
+ * Index of the quote closing the string that starts at `from` (or the text's length):
+ * native `indexOf` jumps over the string's body, and a quote preceded by an odd run
+ * of backslashes is escaped. Strings are most of a page's bytes; stepping through
+ * them one character at a time cost 9 ms per 600 kB page.
+ */
+function closingQuote(text: string, from: number): number {
+  let j = from;
+  for (;;) {
+    j = text.indexOf('"', j);
+    if (j < 0) return text.length;
+    let backslashes = 0;
+    for (let k = j - 1; k >= from && text.charCodeAt(k) === 0x5c; k--) backslashes++;
+    if (backslashes % 2 === 0) return j;
+    j++;
+  }
+}
+
+function startValue(top: Frame | undefined, segments: readonly string[], limits: JsonBodyLimits): void {
   if (!top?.array || !top.awaiting) return;
   top.awaiting = false;
   top.count++;
@@ -125,7 +137,7 @@ function startValue(top: Frame | undefined, segments: string[], limits: JsonBody
 }
 
 /** How far down the records path a container opening inside `parent` is. */
-function childMatch(parent: Frame | undefined, segments: string[]): number {
+function childMatch(parent: Frame | undefined, segments: readonly string[]): number {
   if (!parent) return 0;
   if (parent.matched < 0 || parent.matched >= segments.length) return -1;
   const want = segments[parent.matched];

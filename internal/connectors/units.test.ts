@@ -1,4 +1,5 @@
 // Pure pieces: normalisation, JSON scanning, pagination arithmetic, retry policy.
+import fc from "fast-check";
 import t from "tap";
 import { connectorDefinitionSchema } from "../config/connector-schema.js";
 import { ConfigError, IngestionError } from "../platform/errors.js";
@@ -74,6 +75,32 @@ t.test("scanJsonLimits: depth and record count without recursion", async (t) => 
   t.throws(() => scanJsonLimits('{"d\\u0061ta":{"items":[1,2,3,4]}}', limits));
   t.throws(() => scanJsonLimits("[".repeat(100_000), limits), /maxJsonDepth \(64\)/);
   t.throws(() => scanJsonLimits("[1,2,3,4]", { ...limits, recordsPath: "" }), /the body root/);
+});
+
+t.test("scanJsonLimits counts exactly what JSON.parse finds, whatever the strings hold", async (t) => {
+  // Strings full of quotes and backslashes: the scan must find where each one closes.
+  const tricky = fc.string({ unit: fc.constantFrom('"', "\\", "a", "]", ",", "{", "\u00e9") });
+  const record = fc.oneof(
+    tricky,
+    fc.integer(),
+    fc.dictionary(tricky, tricky, { maxKeys: 3 }),
+    fc.array(tricky, { maxLength: 3 }),
+  );
+  fc.assert(
+    fc.property(
+      tricky,
+      fc.array(record, { maxLength: 12 }),
+      fc.integer({ min: 0, max: 12 }),
+      (key, items, max) => {
+        const text = JSON.stringify({ [key]: items.slice(0, 1), data: { items } });
+        const limits = { maxDepth: 64, maxRecords: max, recordsPath: "data.items" };
+        const parsed = (JSON.parse(text) as { data: { items: unknown[] } }).data.items.length;
+        if (parsed > max) t.throws(() => scanJsonLimits(text, limits), /maxRecordsPerPage/);
+        else scanJsonLimits(text, limits);
+      },
+    ),
+    { numRuns: 500 },
+  );
 });
 
 t.test("decodeJsonPage", async (t) => {
