@@ -150,12 +150,21 @@ export async function settleStats(db: pg.Pool, writer?: pg.ClientBase): Promise<
 
 /** Empties every table the cases write, so each repetition starts from the same state. */
 export async function resetTables(db: pg.Pool): Promise<void> {
-  await db.query(
-    `truncate supplier_offers, supplier_offer_observations, ingestion_rejects, ingestion_run_steps, ingestion_runs`,
-  );
-  // Dead tuples are part of what is measured: autovacuum must not remove them mid-case.
-  await db.query("alter table supplier_offers set (autovacuum_enabled = off)");
-  await db.query("checkpoint").catch(() => {});
+  const client = await db.connect();
+  try {
+    await client.query(
+      `truncate supplier_offers, supplier_offer_observations, ingestion_rejects, ingestion_run_steps, ingestion_runs`,
+    );
+    // Dead tuples are part of what is measured: autovacuum must not remove them mid-case.
+    await client.query("alter table supplier_offers set (autovacuum_enabled = off)");
+    await client.query("checkpoint").catch(() => {});
+    // The truncation zeroes n_dead_tup only once this session flushes its statistics:
+    // without this, the next "before" probe could still see the previous case's dead
+    // tuples, and a first load would show a negative count.
+    await settleStats(db, client);
+  } finally {
+    client.release();
+  }
 }
 
 /**

@@ -21,7 +21,7 @@ import { openBenchDatabase } from "./database.js";
 import { BENCH_SUPPLIER, BenchCatalog } from "./dataset.js";
 import type { Measurement } from "./measure.js";
 import { checkTargets, formatTable, machineInfo, type Target, writeResults } from "./report.js";
-import { CI_TARGETS, FULL_TARGETS } from "./targets.js";
+import { CI_TARGETS, fullTargets } from "./targets.js";
 
 const ALL_CASES = ["ceiling", "peers", "store", "pipeline", "memory", "rate-limit", "scheduler"] as const;
 type CaseName = (typeof ALL_CASES)[number];
@@ -127,7 +127,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const firstLoad = results.find((m) => m.id === "pipeline.first");
   if (drizzlePeer && firstLoad)
     drizzlePeer.details.first_load_multiple = firstLoad.median / drizzlePeer.median;
-  const targets: Target[] = options.ci ? CI_TARGETS : FULL_TARGETS;
+  const targets: Target[] = options.ci ? CI_TARGETS : fullTargets(options.skus);
   const checks = checkTargets(results, targets);
   process.stdout.write(`${formatTable(results, checks)}\n`);
   writeResults(options.out, {
