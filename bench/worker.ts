@@ -8,6 +8,7 @@
 import { buildApp } from "../internal/app/app.js";
 import { loadConfig } from "../internal/config/env.js";
 import type { TickResult } from "../internal/ingestion/tick.js";
+import { tuneHeapGrowth } from "../internal/platform/heap.js";
 
 /** The line the worker prints on stdout. */
 export interface WorkerReport {
@@ -19,6 +20,8 @@ export interface WorkerReport {
 }
 
 async function main(): Promise<void> {
+  // As cmd/supplier-sync/main.ts does first thing.
+  tuneHeapGrowth();
   const env = JSON.parse(process.argv[2] ?? "{}") as Record<string, string>;
   const config = loadConfig(env, process.cwd());
   const app = buildApp(config);

@@ -121,5 +121,9 @@ export async function measureStoreWrite(ctx: CaseContext): Promise<Measurement[]
     }
   }
   catalog.mutate({ reset: true });
-  return walkMeasurements("store", "Store write path (commitPage, no HTTP)", costs);
+  return walkMeasurements(
+    "store",
+    `Store write path (commitPage, no HTTP, ${catalog.size.toLocaleString("en")} SKUs)`,
+    costs,
+  );
 }

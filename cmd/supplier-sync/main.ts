@@ -10,6 +10,7 @@ import { loadConnectors } from "../../internal/config/connectors.js";
 import { loadConfig } from "../../internal/config/env.js";
 import type { Config, SupplierConfig } from "../../internal/config/types.js";
 import { ConfigError, errorMessage, InfraError } from "../../internal/platform/errors.js";
+import { tuneHeapGrowth } from "../../internal/platform/heap.js";
 import { safeText } from "../../internal/platform/redact.js";
 import { formatRunsTable } from "../../internal/store/format-runs.js";
 import { listRuns } from "../../internal/store/run-queries.js";
@@ -152,6 +153,7 @@ function exitCodeOf(err: unknown): number {
 }
 
 async function main(): Promise<void> {
+  tuneHeapGrowth();
   let code: number;
   try {
     code = await run(parseArgs(process.argv.slice(2)));

@@ -80,7 +80,10 @@ returning 1`;
  * The observation conflict target `(supplier, sku, run_id)` is hit only when an
  * earlier page of the same run wrote this SKU with other content: the observation
  * then takes the last value, like the offer, so a run's observation always equals
- * what the run left in `supplier_offers`.
+ * what the run left in `supplier_offers`. A new offer cannot have an observation in
+ * this run yet, so its observation is a plain insert: `on conflict` inserts
+ * speculatively (three WAL records a row instead of two), which cost 42 against
+ * ~25 ms for a first-load page of 5,000.
  */
 const WRITE_PAGE = `
 with page as materialized (
@@ -130,10 +133,15 @@ with page as materialized (
    where o.ctid = any (array(select row_tid from written where not is_new))
      and w.row_tid = o.ctid and not w.is_new
   returning 1
-), observed as (
+), observed_new as (
   insert into supplier_offer_observations (supplier, sku, run_id, observed_at, price, currency, stock, content_hash)
   select $2, sku, $1, now(), price, currency, stock, content_hash
-    from written
+    from written where is_new
+  returning 1
+), observed_changed as (
+  insert into supplier_offer_observations (supplier, sku, run_id, observed_at, price, currency, stock, content_hash)
+  select $2, sku, $1, now(), price, currency, stock, content_hash
+    from written where not is_new
   on conflict (supplier, sku, run_id) do update
      set observed_at = excluded.observed_at, price = excluded.price, currency = excluded.currency,
          stock = excluded.stock, content_hash = excluded.content_hash
@@ -168,7 +176,7 @@ select counts.*,
        (select count(*) from run)::int as run_updated,
        (select count(*) from inserted)::int as inserted_rows,
        (select count(*) from updated)::int as updated_rows,
-       (select count(*) from observed)::int as observed,
+       (select count(*) from observed_new)::int + (select count(*) from observed_changed)::int as observed,
        (select count(*) from rejected)::int as rejects,
        (select count(*) from seen)::int as staged
   from counts`;
