@@ -81,12 +81,16 @@ const FULL_FIXED_TARGETS: Target[] = [
 
 /**
  * CI gate, on a small catalog (20k SKUs). The issue asks for half the first-load
- * target (0.25×), but the first load itself measures 0.15× at this size (0.146 and
- * 0.158 in two runs; 0.12× at 1M), so that floor would keep every change out. Until
- * the target is met the gate is half of what the product measures today: a change
- * that halves the first-load rate fails CI. Raise it to 0.25 with the target.
+ * target (0.25×), but the first load itself measures 0.10-0.16× at this size (0.146,
+ * 0.158, 0.161 and 0.099 in four runs on this shared box; 0.13× at 1M), so that floor
+ * would keep every change out. Until the target is met the gate is half the lowest
+ * ratio measured: a change that halves the first-load rate fails CI. Raise it to 0.25
+ * with the target.
  */
-export const CI_FIRST_LOAD_FLOOR = 0.07;
+export const CI_FIRST_LOAD_FLOOR = 0.05;
+
+/** Repetitions of the ceiling in the CI gate (its 20k-row COPY is short and noisy). */
+export const CI_CEILING_REPETITIONS = 7;
 
 export const CI_TARGETS: Target[] = [
   {
