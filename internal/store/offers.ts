@@ -50,7 +50,7 @@ returning 1`;
 
 /**
  * Stage → classify → write, as one statement, for a page already reduced to one
- * offer per SKU (`$3`-`$7`: array literals built by {@link arrayLiteral}).
+ * offer per SKU (`$3`-`$7`: array literals built by {@link arrayLiterals}).
  *
  * Classification reads the stored offers once, by the page's SKU range: catalogs are
  * served in a stable order, usually by SKU, so the stored offers between the page's

@@ -43,7 +43,7 @@ const preparedFor = new WeakMap<pg.ClientBase, number>();
  */
 export async function prepareSeenSet(client: pg.ClientBase, runId: number): Promise<void> {
   if (preparedFor.get(client) === runId) return;
-  await preparedCheck(client, runId);
+  await prepareOnSession(client, runId);
   preparedFor.set(client, runId);
 }
 
@@ -52,7 +52,7 @@ export function forgetSeenSetPreparation(client: pg.ClientBase): void {
   preparedFor.delete(client);
 }
 
-async function preparedCheck(client: pg.ClientBase, runId: number): Promise<void> {
+async function prepareOnSession(client: pg.ClientBase, runId: number): Promise<void> {
   await client.query(CREATE_STAGING);
   const { rows } = await client.query<{ stale: boolean; mine: boolean }>(
     `select coalesce(bool_or(run_id <> $1), false) as stale, coalesce(bool_or(run_id = $1), false) as mine
