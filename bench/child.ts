@@ -4,9 +4,11 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { FetchLoopReport } from "./fetch-loop.js";
 import type { WorkerReport } from "./worker.js";
 
 const WORKER = fileURLToPath(new URL("./worker.js", import.meta.url));
+const FETCH_LOOP = fileURLToPath(new URL("./fetch-loop.js", import.meta.url));
 export const DAEMON = fileURLToPath(new URL("../cmd/supplier-sync/main.js", import.meta.url));
 export const PROJECT_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -55,8 +57,18 @@ export function exitOf(child: ChildProcess, ms: number, what: string): Promise<n
 }
 
 /** Runs one worker tick (bench/worker.ts) with the daemon's variables in `env`. */
-export async function runWorker(env: Record<string, string>, timeoutMs: number): Promise<WorkerReport> {
-  const child = spawn(process.execPath, [WORKER, JSON.stringify(env)], {
+export function runWorker(env: Record<string, string>, timeoutMs: number): Promise<WorkerReport> {
+  return runChild<WorkerReport>([WORKER, JSON.stringify(env)], timeoutMs, "worker");
+}
+
+/** Runs the fetch baseline (bench/fetch-loop.ts) over one simulator supplier. */
+export function runFetchLoop(baseUrl: string, pageSize: number, timeoutMs: number): Promise<FetchLoopReport> {
+  return runChild<FetchLoopReport>([FETCH_LOOP, baseUrl, String(pageSize)], timeoutMs, "fetch loop");
+}
+
+/** Runs a bench child script with an empty environment; its last stdout line is its JSON report. */
+async function runChild<T>(args: string[], timeoutMs: number, what: string): Promise<T> {
+  const child = spawn(process.execPath, args, {
     cwd: PROJECT_ROOT,
     stdio: ["ignore", "pipe", "pipe"],
     env: {},
@@ -69,10 +81,10 @@ export async function runWorker(env: Record<string, string>, timeoutMs: number):
   child.stderr?.on("data", (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);
   });
-  const code = await exitOf(child, timeoutMs, "worker");
+  const code = await exitOf(child, timeoutMs, what);
   const line = stdout.trim().split("\n").at(-1) ?? "";
   if (code !== 0 || !line.startsWith("{")) {
-    throw new Error(`worker exited ${code}: ${stderr.trim() || stdout.slice(-2000)}`);
+    throw new Error(`${what} exited ${code}: ${stderr.trim() || stdout.slice(-2000)}`);
   }
-  return JSON.parse(line) as WorkerReport;
+  return JSON.parse(line) as T;
 }

@@ -4,6 +4,9 @@
  * `tickOnce`, forced) fetches, parses, validates, hashes and commits it.
  * - pipeline: first load, unchanged re-sync, 1 % changed (rows/s over the tick's
  *   wall time; WAL, dead tuples and observations between database probes).
+ * - fetch baseline: after each first load, a bare undici loop (bench/fetch-loop.ts)
+ *   reads the same pages and `JSON.parse`s them, nothing else: what reading the
+ *   catalog costs on this box before any validation or writing.
  * - memory: the worker's peak RSS (`process.resourceUsage().maxRSS`) at 100k SKUs
  *   and at the full size.
  * - rate limit: a rate-limited supplier walked at the connector's budget; budget
@@ -14,7 +17,7 @@
 import { rmSync } from "node:fs";
 import { startSimulator } from "../../internal/simulator/index.js";
 import type { Simulator } from "../../internal/simulator/types.js";
-import { runWorker, writeConnectors } from "../child.js";
+import { runFetchLoop, runWorker, writeConnectors } from "../child.js";
 import { probeDatabase, resetTables, waitForSessionsToEnd, walBytesBetween } from "../database.js";
 import { type Measurement, measurement, median, rowsPerSecond } from "../measure.js";
 import type { WorkerReport } from "../worker.js";
@@ -76,17 +79,21 @@ async function measureWalks(ctx: CaseContext, sim: Simulator, memory: boolean): 
     const costs: { first: WalkCost; unchanged: WalkCost; changed: WalkCost }[] = [];
     const rssLarge: number[] = [];
     const rssSmall: number[] = [];
+    const fetched: number[] = [];
     for (let rep = 1; rep <= ctx.repetitions; rep++) {
       await resetTables(ctx.pool);
       sim.configure(supplier, { size, pageSize });
       const first = await measuredTick(ctx, env, size, "first load");
+      const loop = await runFetchLoop(sim.baseUrl(supplier), pageSize, 600_000);
+      if (loop.records !== size) throw new Error(`fetch loop read ${loop.records} records, expected ${size}`);
+      fetched.push(rowsPerSecond(loop.records, loop.ms));
       const unchanged = await measuredTick(ctx, env, size, "unchanged re-sync");
       sim.mutate(supplier, { changePrices: Math.round(size / 100) });
       const changed = await measuredTick(ctx, env, size, "1 % changed");
       costs.push({ first: first.cost, unchanged: unchanged.cost, changed: changed.cost });
       rssLarge.push(Math.max(first.rssMb, unchanged.rssMb, changed.rssMb));
       ctx.progress(
-        `pipeline rep ${rep}: first ${Math.round(first.cost.rowsPerSecond)}, unchanged ${Math.round(unchanged.cost.rowsPerSecond)}, changed ${Math.round(changed.cost.rowsPerSecond)} rows/s, peak RSS ${Math.round(rssLarge.at(-1) ?? 0)} MB`,
+        `pipeline rep ${rep}: first ${Math.round(first.cost.rowsPerSecond)}, bare fetch ${Math.round(fetched.at(-1) ?? 0)}, unchanged ${Math.round(unchanged.cost.rowsPerSecond)}, changed ${Math.round(changed.cost.rowsPerSecond)} rows/s, peak RSS ${Math.round(rssLarge.at(-1) ?? 0)} MB`,
       );
       if (memory) {
         sim.configure("small", { size: Math.min(MEMORY_SMALL, size), pageSize });
@@ -95,6 +102,14 @@ async function measureWalks(ctx: CaseContext, sim: Simulator, memory: boolean): 
       }
     }
     const results = walkMeasurements("pipeline", "Pipeline over HTTP", costs);
+    results.push(
+      measurement(
+        "fetch.bare",
+        "Fetch baseline: bare undici loop + JSON.parse, same pages",
+        "rows/s",
+        fetched,
+      ),
+    );
     if (memory) {
       results.push(
         measurement(
