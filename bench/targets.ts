@@ -80,16 +80,20 @@ const FULL_FIXED_TARGETS: Target[] = [
 ];
 
 /**
- * CI gate, on a small catalog (20k SKUs). The issue asks for half the first-load
- * target (0.25×), but the first load itself measures 0.10-0.16× at this size (0.146,
- * 0.158, 0.161 and 0.099 in four runs on this shared box; 0.13× at 1M), so that floor
- * would keep every change out. Until the target is met the gate is half the lowest
- * ratio measured: a change that halves the first-load rate fails CI. Raise it to 0.25
- * with the target.
+ * CI gate, on a small catalog (100k SKUs, ~30 s). The issue asks for half the
+ * first-load target (0.25×); that is above what this box allows at all: the
+ * first-load bound (two raw COPYs, one per table a new offer is written to) measures
+ * 0.40-0.56× of the ceiling, and the first load itself 0.117-0.139× at 100k SKUs
+ * (six runs on this shared box; 20k SKUs gave 0.076-0.16×, too noisy for a gate). A
+ * 0.25 floor would keep every change out, so the gate is half the lowest ratio
+ * measured: a change that halves the first-load rate fails CI.
  */
-export const CI_FIRST_LOAD_FLOOR = 0.05;
+export const CI_FIRST_LOAD_FLOOR = 0.06;
 
-/** Repetitions of the ceiling in the CI gate (its 20k-row COPY is short and noisy). */
+/** SKUs of the CI run: large enough that process start and JIT warm-up stop dominating. */
+export const CI_SKUS = 100_000;
+
+/** Repetitions of the ceiling in the CI gate (a 100k-row COPY takes ~0.25 s and swings). */
 export const CI_CEILING_REPETITIONS = 7;
 
 export const CI_TARGETS: Target[] = [
