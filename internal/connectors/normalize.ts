@@ -62,8 +62,7 @@ function toPrice(value: unknown, path: string): string {
   if (!PRICE.test(text)) {
     fail("price", path, value, "is not a non-negative decimal with at most 15 integer and 6 fraction digits");
   }
-  const digits = text.replace(".", "").replace(/^0+(?=\d)/, "");
-  if (typeof value === "number" && digits.length > 15)
+  if (typeof value === "number" && text.replace(".", "").replace(/^0+(?=\d)/, "").length > 15)
     fail("price", path, value, "has more than 15 significant digits");
   return text;
 }

@@ -1,9 +1,10 @@
+import fc from "fast-check";
 import type pg from "pg";
 import t from "tap";
 import { createTestDatabase, type Teardown, testPool } from "../../test/helpers/db.js";
 import type { Offer, Page } from "../ingestion/ports.js";
 import { IngestionError } from "../platform/errors.js";
-import { commitPage, recordFailedStep } from "./offers.js";
+import { commitPage, lastOccurrences, recordFailedStep } from "./offers.js";
 import { closeRun, startRun } from "./runs.js";
 
 const SUPPLIER = "etm";
@@ -186,6 +187,36 @@ t.test("re-committing a succeeded step changes nothing and returns zero counts",
   );
   t.same(run.rows[0], { pages: 1, records_seen: 500, records_inserted: 500 }, "counters counted once");
 });
+
+t.test(
+  "lastOccurrences: a sorted page passes as is, repeats keep the last in first-seen order",
+  async (t) => {
+    const o = (sku: string, price: string): Offer => ({
+      sku,
+      name: null,
+      price,
+      currency: null,
+      stock: null,
+    });
+    const sorted = [o("A", "1"), o("B", "2"), o("C", "3")];
+    t.equal(lastOccurrences(sorted), sorted, "strictly increasing SKUs: the same array, no copy");
+    t.same(
+      lastOccurrences([o("A", "1"), o("A", "2"), o("B", "3")]),
+      [o("A", "2"), o("B", "3")],
+      "sorted, repeated",
+    );
+    t.same(lastOccurrences([o("B", "1"), o("A", "2"), o("B", "3")]), [o("B", "3"), o("A", "2")], "unsorted");
+    // Against the plain definition (a Map keyed by SKU), on pages from a small alphabet.
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom("A", "B", "C", "a", "ä", "B1", ""), { maxLength: 12 }), (skus) => {
+        const page = skus.map((sku, i) => o(sku, String(i)));
+        const byMap = [...new Map(page.map((x) => [x.sku, x])).values()];
+        t.same(lastOccurrences(page), byMap);
+      }),
+      { numRuns: 500 },
+    );
+  },
+);
 
 t.test("a SKU repeated on a page or across pages: last one wins, seen once more", async (t) => {
   const { pool, client } = await setup(t);
