@@ -56,9 +56,17 @@ export function exitOf(child: ChildProcess, ms: number, what: string): Promise<n
   });
 }
 
+/**
+ * Extra Node.js flags for the worker child, from `BENCH_WORKER_FLAGS` (space-separated),
+ * e.g. `--cpu-prof --cpu-prof-dir=prof` for a CPU profile of every measured tick.
+ */
+function workerFlags(): string[] {
+  return (process.env.BENCH_WORKER_FLAGS ?? "").split(" ").filter((flag) => flag !== "");
+}
+
 /** Runs one worker tick (bench/worker.ts) with the daemon's variables in `env`. */
 export function runWorker(env: Record<string, string>, timeoutMs: number): Promise<WorkerReport> {
-  return runChild<WorkerReport>([WORKER, JSON.stringify(env)], timeoutMs, "worker");
+  return runChild<WorkerReport>([...workerFlags(), WORKER, JSON.stringify(env)], timeoutMs, "worker");
 }
 
 /** Runs the fetch baseline (bench/fetch-loop.ts) over one simulator supplier. */

@@ -87,8 +87,11 @@ returning 1`;
  * this run yet, so its observation is a plain insert: `on conflict` inserts
  * speculatively (three WAL records a row instead of two), which cost 42 against
  * ~25 ms for a first-load page of 5,000.
+ *
+ * Exported for `bench/explain-page.ts` (its plan, as PostgreSQL runs it); the store
+ * itself runs it only through {@link commitPage}.
  */
-const WRITE_PAGE = `
+export const WRITE_PAGE = `
 with page as materialized (
   select u.sku, u.name, u.price, u.currency, u.stock
     from unnest($3::text[], $4::text[], $5::numeric[], $6::text[], $7::int[]) as u(sku, name, price, currency, stock)
