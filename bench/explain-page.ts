@@ -13,6 +13,7 @@ import pg from "pg";
 import { arrayLiterals, serializeRejects, WRITE_PAGE } from "../internal/store/offers.js";
 import { commitPage, startRun } from "../internal/store/runs.js";
 import { prepareSeenSet } from "../internal/store/seen-set.js";
+import { runMain } from "./child-main.js";
 import { openBenchDatabase } from "./database.js";
 import { BENCH_SUPPLIER, BenchCatalog } from "./dataset.js";
 
@@ -79,10 +80,4 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
   }
 }
 
-main(process.argv.slice(2), process.env).then(
-  () => process.exit(0),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runMain(() => main(process.argv.slice(2), process.env));

@@ -10,6 +10,7 @@
  * Usage: node dist/bench/fetch-loop.js <supplier base URL> <page size>
  */
 import { Pool } from "undici";
+import { runMain } from "./child-main.js";
 
 /** The line the loop prints on stdout. */
 export interface FetchLoopReport {
@@ -18,7 +19,7 @@ export interface FetchLoopReport {
   pages: number;
 }
 
-async function main(): Promise<void> {
+async function main(): Promise<FetchLoopReport> {
   const base = new URL(process.argv[2] ?? "");
   const limit = Number.parseInt(process.argv[3] ?? "", 10);
   if (!Number.isSafeInteger(limit) || limit <= 0) throw new Error(`page size must be a positive integer`);
@@ -40,14 +41,7 @@ async function main(): Promise<void> {
   }
   const ms = Number(process.hrtime.bigint() - start) / 1e6;
   await pool.close();
-  const report: FetchLoopReport = { ms, records, pages };
-  process.stdout.write(`${JSON.stringify(report)}\n`);
+  return { ms, records, pages };
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runMain(main);

@@ -9,6 +9,7 @@ import { buildApp } from "../internal/app/app.js";
 import { loadConfig } from "../internal/config/env.js";
 import type { TickResult } from "../internal/ingestion/tick.js";
 import { tuneHeapGrowth } from "../internal/platform/heap.js";
+import { runMain } from "./child-main.js";
 
 /** The line the worker prints on stdout. */
 export interface WorkerReport {
@@ -19,7 +20,7 @@ export interface WorkerReport {
   results: Pick<TickResult, "supplier" | "outcome" | "counts">[];
 }
 
-async function main(): Promise<void> {
+async function main(): Promise<WorkerReport> {
   // As cmd/supplier-sync/main.ts does first thing.
   tuneHeapGrowth();
   const env = JSON.parse(process.argv[2] ?? "{}") as Record<string, string>;
@@ -30,18 +31,11 @@ async function main(): Promise<void> {
   const results = await app.tickOnce({ suppliers: config.suppliers.filter((s) => s.enabled), force: true });
   const tickMs = Number(process.hrtime.bigint() - start) / 1e6;
   await app.stop();
-  const report: WorkerReport = {
+  return {
     tickMs,
     maxRssKb: process.resourceUsage().maxRSS,
     results: results.map((r) => ({ supplier: r.supplier, outcome: r.outcome, counts: r.counts })),
   };
-  process.stdout.write(`${JSON.stringify(report)}\n`);
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runMain(main);
