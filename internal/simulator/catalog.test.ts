@@ -1,8 +1,7 @@
-import fc from "fast-check";
 import t from "tap";
 import { Catalog, invalidKindOf, skuOf } from "./catalog.js";
 import { TokenBucket } from "./rate-limit.js";
-import { renamePath, SupplierState } from "./supplier.js";
+import { renamePath } from "./supplier.js";
 
 t.test("records are deterministic and well formed", async (t) => {
   const a = new Catalog("etm", 1000);
@@ -114,50 +113,4 @@ t.test("token bucket: burst, then refill at the rate", async (t) => {
   t.equal(bucket.tryTake(), true, "one token after 500 ms at 2/s");
   now += 60_000;
   t.same([bucket.tryTake(), bucket.tryTake(), bucket.tryTake(), bucket.tryTake()], [true, true, true, false]);
-});
-
-t.test("sliceJson is JSON.stringify(slice), whatever the name, size and mutations", async (t) => {
-  fc.assert(
-    fc.property(
-      // Any name: quotes, backslashes, control characters, lone surrogates, non-ASCII.
-      fc.string({ unit: "binary", maxLength: 8 }),
-      fc.nat(300),
-      fc.record({ changePrices: fc.nat(50), remove: fc.nat(40), add: fc.nat(40) }),
-      fc.nat(400),
-      fc.nat(400),
-      (name, size, mutation, a, b) => {
-        const c = new Catalog(name, size);
-        c.mutate(mutation);
-        c.changePrices(3);
-        const [from, to] = a <= b ? [a, b] : [b, a];
-        t.equal(c.sliceJson(from, to), JSON.stringify(c.slice(from, to)));
-      },
-    ),
-    { numRuns: 300 },
-  );
-  t.equal(new Catalog("x", 0).sliceJson(0, 10), "[]");
-});
-
-t.test("servedJson is the served slice's JSON and count, reshaped records included", async (t) => {
-  for (const options of [
-    { size: 57 },
-    { size: 57, invalidRate: 0.2 },
-    { size: 57, renameField: { from: "price.value", to: "cost" } },
-  ]) {
-    const state = new SupplierState('s"q', options, () => 0);
-    for (const [from, to] of [
-      [0, 10],
-      [50, 70],
-      [57, 60],
-      [0, 57],
-    ] as const) {
-      const served = state.servedJson(from, to);
-      t.equal(
-        served.json,
-        JSON.stringify(state.servedSlice(from, to)),
-        `${JSON.stringify(options)} ${from}-${to}`,
-      );
-      t.equal(served.count, state.servedSlice(from, to).length);
-    }
-  }
 });

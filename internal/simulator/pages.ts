@@ -19,8 +19,7 @@ export interface PageRequest {
 }
 
 export interface PageResponse {
-  /** The body, as JSON text. */
-  json: string;
+  body: unknown;
   headers: Record<string, string>;
   /** True when this answer ends the walk for a client following this pagination type. */
   terminal: boolean;
@@ -88,32 +87,27 @@ export function buildPage(
   overrides: { linkTo?: string; cursorValue?: string },
 ): PageResponse {
   const to = Math.min(req.from + req.limit, state.catalog.liveCount);
-  const items = state.servedJson(req.from, to);
+  const items = state.servedSlice(req.from, to);
   const more = to < state.catalog.liveCount;
-  // `{ data: { items } }` (plus `next_cursor`), serialised around the items' JSON text.
-  const json = `{"data":{"items":${items.json}}}`;
+  const body = { data: { items } };
   switch (state.pagination) {
     case "none":
-      return { json, headers: {}, terminal: true };
+      return { body, headers: {}, terminal: true };
     case "page":
       // Clients stop on an empty page, so that page (not the last full one) ends the walk.
-      return { json, headers: {}, terminal: items.count === 0 };
+      return { body, headers: {}, terminal: items.length === 0 };
     case "offset":
-      return { json, headers: {}, terminal: items.count < req.limit };
+      return { body, headers: {}, terminal: items.length < req.limit };
     case "cursor": {
       const next = more ? (overrides.cursorValue ?? encodeCursor(to)) : null;
-      return {
-        json: `${json.slice(0, -1)},"next_cursor":${JSON.stringify(next)}}`,
-        headers: {},
-        terminal: next === null,
-      };
+      return { body: { ...body, next_cursor: next }, headers: {}, terminal: next === null };
     }
     case "link": {
-      if (!more) return { json, headers: {}, terminal: true };
+      if (!more) return { body, headers: {}, terminal: true };
       const next =
         overrides.linkTo ??
         `/${encodeURIComponent(state.name)}/v1/offers?page=${req.page + 1}&limit=${req.limit}`;
-      return { json, headers: { link: `<${next}>; rel="next"` }, terminal: false };
+      return { body, headers: { link: `<${next}>; rel="next"` }, terminal: false };
     }
   }
 }

@@ -10,10 +10,8 @@ export function sendBody(
   headers: Record<string, string>,
 ): void {
   stats?.recordStatus(status);
-  // Encoded once: the length and the bytes sent come from the same buffer.
-  const bytes = Buffer.from(body);
-  res.writeHead(status, { ...headers, "content-length": String(bytes.length) });
-  res.end(bytes);
+  res.writeHead(status, { ...headers, "content-length": String(Buffer.byteLength(body)) });
+  res.end(body);
 }
 
 export function sendJson(

@@ -57,7 +57,7 @@ export async function serveOffers(ctx: ServeOffersContext): Promise<void> {
         return;
       }
       case "truncate":
-        sendTruncated(res, buildPage(state, req, state.faults.current).json);
+        sendTruncated(res, JSON.stringify(buildPage(state, req, state.faults.current).body));
         return;
       case "invalidJson":
         sendBody(res, stats, 200, '{"data":{"items":[{"article":"BROKEN",', {
@@ -79,7 +79,7 @@ export async function serveOffers(ctx: ServeOffersContext): Promise<void> {
     return;
   }
   const page = buildPage(state, req, state.faults.current);
-  sendBody(res, stats, 200, page.json, {
+  sendBody(res, stats, 200, JSON.stringify(page.body), {
     "content-type": contentType ?? "application/json",
     ...page.headers,
   });

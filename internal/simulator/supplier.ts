@@ -63,16 +63,6 @@ export class SupplierState {
     return records.map((r) => this.shape(r));
   }
 
-  /**
-   * `JSON.stringify(this.servedSlice(from, to))` and its length: the catalog writes the
-   * text directly unless records are reshaped (invalid ones, a renamed field).
-   */
-  servedJson(from: number, to: number): { json: string; count: number } {
-    const count = Math.max(0, Math.min(to, this.catalog.liveCount) - from);
-    if (this.invalidRate <= 0 && !this.renameField) return { json: this.catalog.sliceJson(from, to), count };
-    return { json: JSON.stringify(this.servedSlice(from, to)), count };
-  }
-
   private shape(record: SimulatorRecord): unknown {
     const index = indexFromSku(record.article);
     let out: Record<string, unknown> = record as unknown as Record<string, unknown>;
