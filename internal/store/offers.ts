@@ -219,7 +219,8 @@ export function arrayLiterals(offers: Offer[]): [string, string, string, string,
 /** The page with one offer per SKU, the last occurrence winning (in first-seen order). */
 export function lastOccurrences(offers: Offer[]): Offer[] {
   // Pages usually come sorted by SKU: strictly increasing SKUs cannot repeat, and checking
-  // that costs 0.03 ms for 5,000 offers, against 1.0 ms to build the map.
+  // that costs 0.07 ms for 5,000 offers, against 1.2 ms to build the map (steady state,
+  // 200 pages in a fresh process).
   let increasing = true;
   for (let i = 1; i < offers.length && increasing; i++) {
     increasing = (offers[i - 1] as Offer).sku < (offers[i] as Offer).sku;
