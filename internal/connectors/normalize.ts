@@ -1,16 +1,26 @@
 import type { FieldsDefinition } from "../config/connector-schema.js";
 import type { Offer, Reject } from "../ingestion/ports.js";
+import { isLosslessNumber } from "../platform/exact-json.js";
 import { stripControl } from "../platform/redact.js";
 import { readDotPath } from "./dot-path.js";
 
 /**
  * One raw supplier record → a validated {@link Offer}, or a {@link Reject}
  * that keeps the raw record and says which field was wrong and why.
- * Prices never pass through a float: strings are checked as decimals and JSON
- * numbers are converted with `String(n)`, refusing what that cannot keep exact.
+ *
+ * Prices never pass through a float (DESIGN §1 invariant 4, §3.7): a string is
+ * checked as a decimal and kept as sent; a JSON number arrives either as a double
+ * that holds the literal's exact value (the page scan made sure, so `String(n)` is
+ * that value) or as a `LosslessNumber` carrying the literal's own text.
+ * PostgreSQL's `numeric` stores the text digit for digit.
  */
 
-const PRICE = /^\d{1,15}(\.\d{1,6})?$/;
+/** A non-negative decimal, optionally with an exponent: `12`, `0.000345`, `1.5e3`, `2E-7`. */
+const DECIMAL = /^(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
+const MAX_PRICE_CHARS = 100;
+/** PostgreSQL `numeric`: at most 131,072 digits before the point and a scale of at most 16,383. */
+const NUMERIC_MAX_INTEGER_DIGITS = 131_072;
+const NUMERIC_MAX_SCALE = 16_383;
 const CURRENCY = /^[A-Za-z]{3}$/;
 const MAX_SKU = 256;
 const MAX_NAME = 1_000;
@@ -21,7 +31,9 @@ class FieldError extends Error {}
 function show(value: unknown): string {
   let text: string;
   if (value === undefined) return "missing";
-  if (typeof value === "string") text = JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
+  if (isLosslessNumber(value)) text = value.value.length > 80 ? `${value.value.slice(0, 80)}…` : value.value;
+  else if (typeof value === "string")
+    text = JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
   else {
     try {
       text = JSON.stringify(value) ?? String(value);
@@ -41,6 +53,7 @@ function toSku(value: unknown, path: string): string {
   let text: string;
   if (typeof value === "string") text = value.trim();
   else if (typeof value === "number" && Number.isSafeInteger(value)) text = String(value);
+  else if (isLosslessNumber(value) && /^-?\d+$/.test(value.value)) text = value.value;
   else if (value === undefined || value === null) return fail("sku", path, value, "is missing");
   else return fail("sku", path, value, "must be a string or an integer");
   if (text.length === 0) fail("sku", path, value, "is empty");
@@ -54,16 +67,34 @@ function toPrice(value: unknown, path: string): string {
   if (typeof value === "string") text = value.trim();
   else if (typeof value === "number") {
     if (!Number.isFinite(value)) fail("price", path, value, "is not a finite number");
-    if (value < 0) fail("price", path, value, "is negative");
-    // String(n) is the shortest exact round-trip form; exponent forms and >15 digits are refused below.
-    text = String(value);
-  } else if (value === undefined || value === null) return fail("price", path, value, "is missing");
+    // The page scan parsed this literal as a double only because the double holds its exact value.
+    text = Object.is(value, -0) ? "0" : String(value);
+  } else if (isLosslessNumber(value)) text = value.value;
+  else if (value === undefined || value === null) return fail("price", path, value, "is missing");
   else return fail("price", path, value, "must be a decimal string or a number");
-  if (!PRICE.test(text)) {
-    fail("price", path, value, "is not a non-negative decimal with at most 15 integer and 6 fraction digits");
+  if (text.length === 0) fail("price", path, value, "is empty");
+  if (text.length > MAX_PRICE_CHARS) {
+    fail("price", path, value, `is longer than ${MAX_PRICE_CHARS} characters (${text.length})`);
   }
-  if (typeof value === "number" && text.replace(".", "").replace(/^0+(?=\d)/, "").length > 15)
-    fail("price", path, value, "has more than 15 significant digits");
+  const sign = text.charCodeAt(0);
+  const negative = sign === 0x2d; /* - */
+  const match = DECIMAL.exec(negative || sign === 0x2b /* + */ ? text.slice(1) : text);
+  if (!match) return fail("price", path, value, "is not a decimal number");
+  const [, integer = "", fraction = "", exponentText] = match;
+  if (negative) {
+    if (/[1-9]/.test(integer + fraction)) fail("price", path, value, "is negative");
+    return "0";
+  }
+  if (exponentText !== undefined) {
+    // numeric accepts any exponent whose value fits its range; beyond it the page would fail.
+    const exponent = Number(exponentText);
+    const lead = (integer + fraction).search(/[1-9]/);
+    const integerDigits = lead < 0 ? 0 : integer.length - lead + exponent;
+    const scale = fraction.length - exponent;
+    if (integerDigits > NUMERIC_MAX_INTEGER_DIGITS || scale > NUMERIC_MAX_SCALE) {
+      fail("price", path, value, "is out of the range of PostgreSQL numeric");
+    }
+  }
   return text;
 }
 
@@ -80,8 +111,10 @@ function toStock(value: unknown, path: string): number | null {
   let n: number;
   if (typeof value === "number") n = value;
   else if (typeof value === "string" && /^\s*-?\d+\s*$/.test(value)) n = Number(value);
+  // Only literals a double cannot hold arrive as LosslessNumber: too large, or not integral.
+  else if (isLosslessNumber(value)) n = /^-?\d+$/.test(value.value) ? Number(value.value) : Number.NaN;
   else return fail("stock", path, value, "is not an integer");
-  if (!Number.isSafeInteger(n)) fail("stock", path, value, "is not an integer");
+  if (!Number.isInteger(n)) fail("stock", path, value, "is not an integer");
   if (n < 0) fail("stock", path, value, "is negative");
   if (n > 2_147_483_647) fail("stock", path, value, "does not fit a 32-bit integer");
   return n;

@@ -29,6 +29,7 @@
 import type pg from "pg";
 import type { Offer, Page, PageCounts, Reject } from "../ingestion/ports.js";
 import { IngestionError } from "../platform/errors.js";
+import { stringifyExact } from "../platform/exact-json.js";
 import { inTransaction, type Queryable } from "./queryable.js";
 import { forgetSeenSetPreparation, prepareSeenSet } from "./seen-set.js";
 
@@ -356,21 +357,25 @@ export async function recordFailedStep(
 /**
  * Rejects as one JSON array parameter. The raw payload is whatever the supplier
  * sent, so it must survive jsonb: `\u0000` (which jsonb refuses) becomes U+FFFD,
- * and a value JSON cannot express (undefined, BigInt, a cycle) is kept as text.
+ * a number literal a double could not hold (a `LosslessNumber`) is written as its
+ * own text (jsonb keeps numbers exactly), and a value JSON cannot express
+ * (undefined, a cycle) is kept as text.
  */
 export function serializeRejects(rejects: Reject[]): string {
-  const items = rejects.map((r) => ({ reason: stripNul(r.reason), raw: toJsonSafe(r.raw) }));
-  return JSON.stringify(items);
+  const items = rejects.map(
+    (r) => `{"reason":${JSON.stringify(stripNul(r.reason))},"raw":${rawJson(r.raw)}}`,
+  );
+  return `[${items.join(",")}]`;
 }
 
-function toJsonSafe(raw: unknown): unknown {
+function rawJson(raw: unknown): string {
   try {
-    const text = JSON.stringify(raw, (_key, value: unknown) =>
-      typeof value === "string" ? stripNul(value) : value,
+    return (
+      stringifyExact(raw, (_key, value: unknown) => (typeof value === "string" ? stripNul(value) : value)) ??
+      "null"
     );
-    return text === undefined ? null : JSON.parse(text);
   } catch {
-    return stripNul(String(raw));
+    return JSON.stringify(stripNul(String(raw)));
   }
 }
 
