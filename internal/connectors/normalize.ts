@@ -1,6 +1,6 @@
 import type { FieldsDefinition } from "../config/connector-schema.js";
 import type { Offer, Reject } from "../ingestion/ports.js";
-import { isLosslessNumber } from "../platform/exact-json.js";
+import { fitsNumeric, isLosslessNumber } from "../platform/exact-json.js";
 import { stripControl } from "../platform/redact.js";
 import { readDotPath } from "./dot-path.js";
 
@@ -18,9 +18,6 @@ import { readDotPath } from "./dot-path.js";
 /** A non-negative decimal, optionally with an exponent: `12`, `0.000345`, `1.5e3`, `2E-7`. */
 const DECIMAL = /^(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
 const MAX_PRICE_CHARS = 100;
-/** PostgreSQL `numeric`: at most 131,072 digits before the point and a scale of at most 16,383. */
-const NUMERIC_MAX_INTEGER_DIGITS = 131_072;
-const NUMERIC_MAX_SCALE = 16_383;
 const CURRENCY = /^[A-Za-z]{3}$/;
 const MAX_SKU = 256;
 const MAX_NAME = 1_000;
@@ -87,11 +84,7 @@ function toPrice(value: unknown, path: string): string {
   }
   if (exponentText !== undefined) {
     // numeric accepts any exponent whose value fits its range; beyond it the page would fail.
-    const exponent = Number(exponentText);
-    const lead = (integer + fraction).search(/[1-9]/);
-    const integerDigits = lead < 0 ? 0 : integer.length - lead + exponent;
-    const scale = fraction.length - exponent;
-    if (integerDigits > NUMERIC_MAX_INTEGER_DIGITS || scale > NUMERIC_MAX_SCALE) {
+    if (!fitsNumeric(integer, fraction, Number(exponentText))) {
       fail("price", path, value, "is out of the range of PostgreSQL numeric");
     }
   }

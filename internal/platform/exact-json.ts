@@ -67,13 +67,41 @@ export function parseExactJson(text: string): unknown {
   return parse(text, null, { parseNumber, onDuplicateKey: lastWins });
 }
 
+/** PostgreSQL `numeric` (and so jsonb): at most 131,072 digits before the point and a scale of at most 16,383. */
+const NUMERIC_MAX_INTEGER_DIGITS = 131_072;
+const NUMERIC_MAX_SCALE = 16_383;
+
 /**
- * `JSON.stringify` for values that may hold `LosslessNumber`s (written as the number
- * text they came with) or BigInts. `replacer` is applied as by `JSON.stringify`.
+ * True when PostgreSQL's `numeric` can hold the decimal `integer.fraction × 10^exponent`
+ * (digit strings, no sign). Beyond its range numeric input fails, and with it the
+ * whole page's transaction.
  */
-export function stringifyExact(
-  value: unknown,
-  replacer?: (key: string, value: unknown) => unknown,
-): string | undefined {
+export function fitsNumeric(integer: string, fraction: string, exponent: number): boolean {
+  const lead = (integer + fraction).search(/[1-9]/);
+  const integerDigits = lead < 0 ? 0 : integer.length - lead + exponent;
+  return integerDigits <= NUMERIC_MAX_INTEGER_DIGITS && fraction.length - exponent <= NUMERIC_MAX_SCALE;
+}
+
+const NUMBER_LITERAL = /^-?(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
+
+/**
+ * A `LosslessNumber` for jsonb: itself when numeric can hold it, else its text as a
+ * JSON string (every digit kept, and the page's transaction does not fail on it).
+ */
+function forJsonb(value: LosslessNumber): LosslessNumber | string {
+  const m = NUMBER_LITERAL.exec(value.value);
+  return m && fitsNumeric(m[1] ?? "", m[2] ?? "", Number(m[3] ?? 0)) ? value : value.value;
+}
+
+/**
+ * JSON text for a jsonb column of a value that may hold `LosslessNumber`s (written as
+ * their own digits) and BigInts; strings pass through `mapString` (for what jsonb refuses).
+ */
+export function stringifyForJsonb(value: unknown, mapString: (text: string) => string): string | undefined {
+  const replacer = (_key: string, item: unknown): unknown => {
+    if (typeof item === "string") return mapString(item);
+    if (isLosslessNumber(item)) return forJsonb(item);
+    return item;
+  };
   return stringify(value, replacer as Parameters<typeof stringify>[1]);
 }

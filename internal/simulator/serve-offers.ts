@@ -1,7 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { BadRequest, buildPage, isFirstPage, type PageRequest, parsePageRequest } from "./pages.js";
 import { HTML_BODY, sendBody, sendJson, sendTruncated, streamOversized } from "./respond.js";
-import type { SupplierState } from "./supplier.js";
+import { pageText, type SupplierState } from "./supplier.js";
 
 export interface ServeOffersContext {
   state: SupplierState;
@@ -57,7 +57,7 @@ export async function serveOffers(ctx: ServeOffersContext): Promise<void> {
         return;
       }
       case "truncate":
-        sendTruncated(res, JSON.stringify(buildPage(state, req, state.faults.current).body));
+        sendTruncated(res, pageText(state, buildPage(state, req, state.faults.current).body));
         return;
       case "invalidJson":
         sendBody(res, stats, 200, '{"data":{"items":[{"article":"BROKEN",', {
@@ -79,7 +79,7 @@ export async function serveOffers(ctx: ServeOffersContext): Promise<void> {
     return;
   }
   const page = buildPage(state, req, state.faults.current);
-  sendBody(res, stats, 200, JSON.stringify(page.body), {
+  sendBody(res, stats, 200, pageText(state, page.body), {
     "content-type": contentType ?? "application/json",
     ...page.headers,
   });

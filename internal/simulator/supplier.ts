@@ -5,6 +5,17 @@ import { TokenBucket } from "./rate-limit.js";
 import { SupplierStats } from "./stats.js";
 import type { SimAuth, SimPagination, SimulatorRecord, SimulatorSupplierOptions } from "./types.js";
 
+/**
+ * The JSON text of a page body. With `priceFormat: "number"` every `price.value` is
+ * written as a number literal of the same digits: `JSON.stringify` could only write
+ * the nearest double. `"value":"` occurs in the text only as that key (a quote inside
+ * a string is escaped), and the simulator's price texts are plain decimals.
+ */
+export function pageText(state: SupplierState, body: unknown): string {
+  const text = JSON.stringify(body);
+  return state.priceFormat === "number" ? text.replace(/"value":"([0-9.eE+-]+)"/g, '"value":$1') : text;
+}
+
 /** Everything the simulator keeps for one supplier. Replaced whole by `configure`. */
 export class SupplierState {
   readonly catalog: Catalog;
@@ -15,6 +26,7 @@ export class SupplierState {
   readonly auth: SimAuth;
   readonly invalidRate: number;
   readonly renameField: { from: string; to: string } | undefined;
+  readonly priceFormat: "string" | "number";
   private readonly bucket: TokenBucket | undefined;
 
   constructor(
@@ -30,6 +42,7 @@ export class SupplierState {
     this.auth = options.auth ?? { type: "none" };
     this.invalidRate = options.invalidRate ?? 0;
     this.renameField = options.renameField;
+    this.priceFormat = options.priceFormat ?? "string";
     this.bucket = options.rateLimit
       ? new TokenBucket(options.rateLimit.requestsPerSecond, options.rateLimit.burst, now)
       : undefined;

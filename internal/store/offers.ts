@@ -29,7 +29,7 @@
 import type pg from "pg";
 import type { Offer, Page, PageCounts, Reject } from "../ingestion/ports.js";
 import { IngestionError } from "../platform/errors.js";
-import { stringifyExact } from "../platform/exact-json.js";
+import { stringifyForJsonb } from "../platform/exact-json.js";
 import { inTransaction, type Queryable } from "./queryable.js";
 import { forgetSeenSetPreparation, prepareSeenSet } from "./seen-set.js";
 
@@ -358,8 +358,8 @@ export async function recordFailedStep(
  * Rejects as one JSON array parameter. The raw payload is whatever the supplier
  * sent, so it must survive jsonb: `\u0000` (which jsonb refuses) becomes U+FFFD,
  * a number literal a double could not hold (a `LosslessNumber`) is written as its
- * own text (jsonb keeps numbers exactly), and a value JSON cannot express
- * (undefined, a cycle) is kept as text.
+ * own digits (jsonb keeps numbers exactly; one beyond numeric's range as a string of
+ * them), and a value JSON cannot express (a cycle) is kept as text.
  */
 export function serializeRejects(rejects: Reject[]): string {
   const items = rejects.map(
@@ -370,10 +370,7 @@ export function serializeRejects(rejects: Reject[]): string {
 
 function rawJson(raw: unknown): string {
   try {
-    return (
-      stringifyExact(raw, (_key, value: unknown) => (typeof value === "string" ? stripNul(value) : value)) ??
-      "null"
-    );
+    return stringifyForJsonb(raw, stripNul) ?? "null";
   } catch {
     return JSON.stringify(stripNul(String(raw)));
   }
