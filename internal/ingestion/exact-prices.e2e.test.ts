@@ -190,3 +190,34 @@ t.test("an invalid number literal is a reject whose raw payload keeps every digi
   );
   t.equal(stored[0]?.price, "68674.6235934470499303", "the valid long literal is stored as sent");
 });
+
+t.test("the examples of the price rules, end to end", async (t) => {
+  const sim = await startSimulator();
+  t.teardown(() => sim.close());
+  const pool = testPool(t, await createTestDatabase(t), 4);
+  const cases: [string, "string" | "number", string[]][] = [
+    ["s", "string", ["0.000345", "12345678901234567890.12345678901234567890", "1.5e3", "2E-7"]],
+    ["n", "number", ["4821.1234567890123457", "1.5e3", "2E-7", "0.000345"]],
+  ];
+  for (const [name, priceFormat, prices] of cases) {
+    sim.configure(name, { size: prices.length, priceFormat });
+    sim.mutate(name, { setPrices: Object.fromEntries(prices.map((p, i) => [skuOf(name, i), p])) });
+    t.equal((await tick(t, pool, sim, name)).outcome, "success");
+  }
+  const { rows } = await pool.query<{ supplier: string; price: string }>(
+    "select supplier, price::text as price from supplier_offers order by supplier, sku",
+  );
+  t.same(
+    rows.map((r) => `${r.supplier}:${r.price}`),
+    [
+      "n:4821.1234567890123457",
+      "n:1500",
+      "n:0.0000002",
+      "n:0.000345",
+      "s:0.000345",
+      "s:12345678901234567890.12345678901234567890",
+      "s:1500",
+      "s:0.0000002",
+    ],
+  );
+});
