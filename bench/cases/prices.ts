@@ -9,10 +9,17 @@
  *   significant digits, which no double holds, so every page is parsed
  *   number-exact; and the same long decimals as JSON strings (plain `JSON.parse`).
  *   Reported against the ordinary pages of the same build and run.
+ * - the worker's CPU for one ordinary page alone: decode (limit scan + parse) and
+ *   validation of the same page texts, this build's modules against the baseline's,
+ *   alternating in this one process. The pipeline figures swing with whatever else
+ *   the shared machine runs; this one isolates the code that changed.
  */
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { skuOf } from "../../internal/simulator/catalog.js";
+import { pathToFileURL } from "node:url";
+import * as currentDecode from "../../internal/connectors/json-body.js";
+import * as currentNormalize from "../../internal/connectors/normalize.js";
+import { Catalog, skuOf } from "../../internal/simulator/catalog.js";
 import { startSimulator } from "../../internal/simulator/index.js";
 import type { Simulator } from "../../internal/simulator/types.js";
 import { runWorker, writeConnectors } from "../child.js";
@@ -46,10 +53,92 @@ function configure(
   sim.mutate(supplier, { setPrices: prices });
 }
 
+const FIELDS = {
+  sku: "article",
+  name: "title",
+  price: "price.value",
+  currency: "price.currency",
+  stock: "stock.total",
+};
+
+type DecodeModule = Pick<typeof currentDecode, "decodeJsonPage">;
+type NormalizeModule = Pick<typeof currentNormalize, "normalizeRecords">;
+
+/** ms of CPU per page to decode and validate `pages` with one build's modules. */
+function decodeAndValidate(pages: Buffer[], decode: DecodeModule, normalize: NormalizeModule): number {
+  const limits = { maxDepth: 64, maxRecords: 100_000, recordsPath: "data.items" };
+  const start = process.cpuUsage();
+  for (const body of pages) {
+    const { records } = decode.decodeJsonPage(body, "application/json", limits);
+    const { offers } = normalize.normalizeRecords(records, FIELDS);
+    if (offers.length !== records.length) throw new Error("bench page had rejects");
+  }
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / 1000 / pages.length;
+}
+
+async function measureDecode(ctx: CaseContext, baselineDir: string): Promise<Measurement[]> {
+  const base = (file: string) =>
+    import(pathToFileURL(join(baselineDir, "dist/internal/connectors", file)).href);
+  const before = {
+    decode: (await base("json-body.js")) as DecodeModule,
+    normalize: (await base("normalize.js")) as NormalizeModule,
+  };
+  const after = { decode: currentDecode, normalize: currentNormalize };
+  const catalog = new Catalog(ctx.catalog.supplier, 40 * ctx.catalog.pageSize);
+  const pages: Buffer[] = [];
+  for (let from = 0; from < catalog.liveCount; from += ctx.catalog.pageSize) {
+    pages.push(
+      Buffer.from(JSON.stringify({ data: { items: catalog.slice(from, from + ctx.catalog.pageSize) } })),
+    );
+  }
+  // The same pages with every price a long JSON number literal (as the simulator writes them).
+  const prices: Record<string, string> = {};
+  for (let i = 0; i < catalog.liveCount; i++) prices[skuOf(ctx.catalog.supplier, i)] = longPrice(i);
+  catalog.setPrices(prices);
+  const longPages: Buffer[] = [];
+  for (let from = 0; from < catalog.liveCount; from += ctx.catalog.pageSize) {
+    const text = JSON.stringify({ data: { items: catalog.slice(from, from + ctx.catalog.pageSize) } });
+    longPages.push(Buffer.from(text.replace(/"value":"([0-9.]+)"/g, '"value":$1')));
+  }
+  const samples = { before: [] as number[], after: [] as number[], long: [] as number[] };
+  // Warm-up: both builds' code optimised before anything is counted.
+  for (let i = 0; i < 3; i++) {
+    decodeAndValidate(pages, before.decode, before.normalize);
+    decodeAndValidate(pages, after.decode, after.normalize);
+  }
+  for (let rep = 0; rep < 5 * ctx.repetitions; rep++) {
+    const order = rep % 2 === 0 ? (["before", "after"] as const) : (["after", "before"] as const);
+    for (const which of order) {
+      const build = which === "before" ? before : after;
+      samples[which].push(decodeAndValidate(pages, build.decode, build.normalize));
+    }
+    if (rep % 2 === 0) samples.long.push(decodeAndValidate(longPages, after.decode, after.normalize));
+  }
+  const a = measurement(
+    "prices.decode_validate",
+    "Prices: decode + validate one ordinary page, CPU (this build)",
+    "ms/page",
+    samples.after,
+  );
+  const b = measurement(
+    "prices.decode_validate_before",
+    "Prices: decode + validate one ordinary page, CPU (baseline build)",
+    "ms/page",
+    samples.before,
+  );
+  a.details.after_over_before = a.median / b.median;
+  ctx.progress(
+    `prices decode+validate: ${a.median.toFixed(2)} ms/page against ${b.median.toFixed(2)} before`,
+  );
+  return [a, b];
+}
+
 export async function measurePrices(
   ctx: CaseContext,
   baselineDir: string | undefined,
 ): Promise<Measurement[]> {
+  const results: Measurement[] = baselineDir ? await measureDecode(ctx, baselineDir) : [];
   const { size, pageSize, supplier } = ctx.catalog;
   const sim = await startSimulator();
   const dir = writeConnectors({
@@ -94,7 +183,6 @@ export async function measurePrices(
     rmSync(dir, { recursive: true, force: true });
     await sim.close();
   }
-  const results: Measurement[] = [];
   const get = (key: string) => samples.get(key) ?? [];
   for (const phase of ["first", "unchanged"] as const) {
     const after = measurement(

@@ -15,6 +15,8 @@ import { readDotPath } from "./dot-path.js";
  * PostgreSQL's `numeric` stores the text digit for digit.
  */
 
+/** The common case, checked first without capturing: `12`, `0.000345`, `12345678901234567890.5`. */
+const PLAIN_DECIMAL = /^\d+(?:\.\d+)?$/;
 /** A non-negative decimal, optionally with an exponent: `12`, `0.000345`, `1.5e3`, `2E-7`. */
 const DECIMAL = /^(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
 const MAX_PRICE_CHARS = 100;
@@ -73,6 +75,7 @@ function toPrice(value: unknown, path: string): string {
   if (text.length > MAX_PRICE_CHARS) {
     fail("price", path, value, `is longer than ${MAX_PRICE_CHARS} characters (${text.length})`);
   }
+  if (PLAIN_DECIMAL.test(text)) return text;
   const sign = text.charCodeAt(0);
   const negative = sign === 0x2d; /* - */
   const match = DECIMAL.exec(negative || sign === 0x2b /* + */ ? text.slice(1) : text);
