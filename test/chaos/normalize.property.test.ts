@@ -14,7 +14,12 @@ function assertValidOffer(offer: Offer): void {
   if (offer.sku.length === 0 || offer.sku.length > 256 || offer.sku !== offer.sku.trim()) {
     throw new Error(`bad sku ${JSON.stringify(offer.sku)}`);
   }
-  if (offer.price.length > 100 || !/^\+?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(offer.price))
+  // No nullIf in these fields: a price is never null.
+  if (
+    offer.price === null ||
+    offer.price.length > 100 ||
+    !/^\+?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(offer.price)
+  )
     throw new Error(`bad price ${offer.price}`);
   if (offer.currency !== null && !/^[A-Z]{3}$/.test(offer.currency))
     throw new Error(`bad currency ${offer.currency}`);
