@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { Socket } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
 import { handleAdmin } from "./admin.js";
+import { FEED_ROUTE, serveFeed } from "./feeds.js";
 import { sendJson } from "./respond.js";
 import { serveOffers } from "./serve-offers.js";
 import { SupplierState } from "./supplier.js";
@@ -60,7 +61,13 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
 
   for (const [name, o] of Object.entries(options.suppliers ?? {})) control.configure(name, o);
 
-  async function handleOffers(req: IncomingMessage, res: ServerResponse, state: SupplierState, url: URL) {
+  async function handleOffers(
+    req: IncomingMessage,
+    res: ServerResponse,
+    state: SupplierState,
+    url: URL,
+    feedFile?: string,
+  ) {
     const stats = state.stats;
     stats.recordRequest(now());
     stats.enter();
@@ -91,7 +98,8 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
       sendJson(res, stats, 405, { error: "method not allowed" }, { allow: "GET" });
       return;
     }
-    await serveOffers({ state, url, res, now, signal });
+    if (feedFile !== undefined) await serveFeed(state, req, res, feedFile, url, now);
+    else await serveOffers({ state, url, res, now, signal });
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -100,14 +108,15 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
       await handleAdmin(req, res, url, control);
       return;
     }
-    const match = OFFERS_ROUTE.exec(url.pathname);
+    const feed = FEED_ROUTE.exec(url.pathname);
+    const match = feed ?? OFFERS_ROUTE.exec(url.pathname);
     const name = match ? decodeURIComponent(match[1]!) : undefined;
     const state = name === undefined ? undefined : suppliers.get(name);
     if (!state) {
       sendJson(res, undefined, 404, { error: "not found", path: url.pathname });
       return;
     }
-    await handleOffers(req, res, state, url);
+    await handleOffers(req, res, state, url, feed?.[2]);
   }
 
   const server = createServer((req, res) => {
