@@ -278,3 +278,37 @@ t.test(
     t.equal(changed.records.length, 40);
   },
 );
+
+t.test("a consumer that stops early: the socket is released and a zip's temp file removed", async (t) => {
+  const { readdir } = await import("node:fs/promises");
+  const { tmpdir } = await import("node:os");
+  const { Agent, request } = await import("undici");
+  const { formatSchema } = await import("./format-schema.js");
+  const { readFeed } = await import("./read-feed.js");
+  const spools = async () =>
+    (await readdir(tmpdir())).filter((n) => n.startsWith("supplier-sync-feed-")).length;
+  const before = await spools();
+  const agent = new Agent();
+  t.teardown(() => agent.destroy());
+  const res = await request(url("offers.xml", "compress=zip"), { dispatcher: agent });
+  const format = formatSchema.parse({ type: "xml", element: "Предложение", pageSize: 100 });
+  let batches = 0;
+  for await (const batch of readFeed(res.body, { format, maxBytes: 1e9 })) {
+    batches++;
+    t.equal(batch.records.length, 100);
+    t.equal(await spools(), before + 1, "spooled while read");
+    break;
+  }
+  t.equal(batches, 1);
+  t.equal(await spools(), before, "temp file removed");
+  const aborted = new AbortController();
+  const res2 = await request(url("feed.csv"), { dispatcher: agent });
+  const reading = readFeed(res2.body, {
+    format: formatSchema.parse({ type: "csv", delimiter: ";", pageSize: 10 }),
+    maxBytes: 1e9,
+    signal: aborted.signal,
+  });
+  await reading.next();
+  aborted.abort(new Error("run deadline"));
+  await t.rejects(reading.next(), { message: "run deadline" });
+});

@@ -25,7 +25,8 @@ import { type Collector, MAX_RECORD_CHARS, type RecordReader } from "./types.js"
 
 interface OpenElement {
   name: string;
-  value: Record<string, unknown>;
+  /** Attributes and children; created on the first one, so a leaf allocates no object. */
+  value: Record<string, unknown> | undefined;
   text: string;
   attributes: boolean;
   children: boolean;
@@ -42,6 +43,7 @@ function setOwn(target: Record<string, unknown>, key: string, value: unknown): v
 
 function addChild(parent: OpenElement, name: string, value: unknown): void {
   parent.children = true;
+  parent.value ??= {};
   const v = parent.value;
   if (!Object.hasOwn(v, name)) setOwn(v, name, value);
   else {
@@ -52,7 +54,7 @@ function addChild(parent: OpenElement, name: string, value: unknown): void {
 }
 
 function finish(el: OpenElement, isRecord: boolean): unknown {
-  if (!el.attributes && !el.children) return isRecord ? { "#text": el.text } : el.text;
+  if (el.value === undefined) return isRecord ? { "#text": el.text } : el.text;
   if (el.text.trim() !== "") setOwn(el.value, "#text", el.text);
   return el.value;
 }
@@ -113,11 +115,13 @@ export function xmlRecordReader(format: XmlFormat, encoding: string): RecordRead
         extra++;
         return;
       }
-      const value: Record<string, unknown> = {};
+      let value: Record<string, unknown> | undefined;
       let attributes = false;
-      for (const [name, attr] of Object.entries(tag.attributes)) {
-        const text = attr as string;
+      const attrs = tag.attributes as Record<string, string>;
+      for (const name in attrs) {
+        const text = attrs[name]!;
         attributes = true;
+        value ??= {};
         setOwn(value, `@${name}`, text);
         count(name.length + text.length);
         if (text.includes(REPLACEMENT)) flag(encodingReason(encoding, where()));

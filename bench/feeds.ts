@@ -1,0 +1,182 @@
+#!/usr/bin/env node
+/**
+ * `npm run bench:feeds`: the streaming feed layer (DESIGN §3.10) on a YML feed of
+ * 100,000 and 1,000,000 offers, gzip-compressed and in windows-1251, as the
+ * simulator serves it (downloaded once to a temp file, so the simulator's CPU is not
+ * in the measurement). Each file is walked, in a child process of its own:
+ * - `feed`: `readFeed` (gunzip, iconv-lite, saxes, records built) + `normalizeRecords`
+ *   with the YML fields, in steps of 5,000;
+ * - `bare`: a bare stream-parse of the same file (gunzip + iconv-lite + saxes,
+ *   counting `<offer>` open tags), the floor of any such reader.
+ * Reported: rows/s of both (same run, same machine), `feed` as a fraction of `bare`,
+ * and each child's peak RSS (`process.resourceUsage().maxRSS`). Targets: peak RSS
+ * ≤ 160 MB, and the 1M walk's within 20 % of the 100k walk's.
+ *
+ * Usage: node dist/bench/feeds.js [--sizes 100000,1000000] [--ci] (--ci: exit 1 when a target is missed)
+ */
+import { spawn } from "node:child_process";
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdtemp, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pipeline } from "node:stream/promises";
+import { fileURLToPath } from "node:url";
+import { createGunzip } from "node:zlib";
+import iconv from "iconv-lite";
+import { SaxesParser } from "saxes";
+import { normalizeRecords } from "../internal/connectors/normalize.js";
+import { formatSchema } from "../internal/feeds/format-schema.js";
+import { readFeed } from "../internal/feeds/read-feed.js";
+import { runMain } from "./child-main.js";
+
+// The children measure their peak RSS: the parent's modules (simulator, undici) are
+// imported only by the parent, so they are not in the figures.
+const RSS_TARGET_MB = 160;
+const RSS_GROWTH_TARGET = 0.2;
+const FIELDS = { sku: "@id", price: "price", currency: "currencyId", name: "name" };
+
+interface WalkReport {
+  mode: "feed" | "bare";
+  rows: number;
+  rejects: number;
+  ms: number;
+  rowsPerSecond: number;
+  maxRssMB: number;
+}
+
+function option(argv: string[], flag: string): string | undefined {
+  const i = argv.indexOf(flag);
+  return i >= 0 ? argv[i + 1] : undefined;
+}
+
+const maxRssMB = () => Math.round((process.resourceUsage().maxRSS / 1024) * 10) / 10;
+
+async function walkFeed(file: string): Promise<WalkReport> {
+  const started = performance.now();
+  const format = formatSchema.parse({ type: "xml", element: "offer" });
+  let rows = 0;
+  let rejects = 0;
+  for await (const batch of readFeed(createReadStream(file), { format, maxBytes: 4 * 1024 ** 3 })) {
+    const normalized = normalizeRecords(batch.records, FIELDS);
+    rows += normalized.offers.length;
+    rejects += normalized.rejects.length + batch.rejects.length;
+  }
+  const ms = performance.now() - started;
+  return {
+    mode: "feed",
+    rows,
+    rejects,
+    ms: Math.round(ms),
+    rowsPerSecond: Math.round(rows / (ms / 1000)),
+    maxRssMB: maxRssMB(),
+  };
+}
+
+async function walkBare(file: string): Promise<WalkReport> {
+  const started = performance.now();
+  const parser = new SaxesParser({ xmlns: false, position: true });
+  let rows = 0;
+  parser.on("opentag", (tag) => {
+    if (tag.name === "offer") rows++;
+  });
+  const text = createReadStream(file).pipe(createGunzip()).pipe(iconv.decodeStream("windows-1251"));
+  for await (const chunk of text as AsyncIterable<string>) parser.write(chunk);
+  parser.close();
+  const ms = performance.now() - started;
+  return {
+    mode: "bare",
+    rows,
+    rejects: 0,
+    ms: Math.round(ms),
+    rowsPerSecond: Math.round(rows / (ms / 1000)),
+    maxRssMB: maxRssMB(),
+  };
+}
+
+function runChild(mode: "feed" | "bare", file: string): Promise<WalkReport> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--child", mode, file], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (c: Buffer) => {
+      out += c.toString();
+    });
+    child.on("error", reject);
+    child.on("close", (code) => {
+      if (code !== 0) reject(new Error(`bench child ${mode} exited ${code}`));
+      else resolve(JSON.parse(out.trim().split("\n").at(-1) ?? "null") as WalkReport);
+    });
+  });
+}
+
+async function download(url: string, file: string): Promise<void> {
+  const { request } = await import("undici");
+  const res = await request(url);
+  if (res.statusCode !== 200) throw new Error(`GET ${url}: ${res.statusCode}`);
+  await pipeline(res.body, createWriteStream(file));
+}
+
+async function main(): Promise<unknown> {
+  const argv = process.argv.slice(2);
+  const child = option(argv, "--child");
+  if (child === "feed" || child === "bare") {
+    const file = argv[argv.indexOf("--child") + 2]!;
+    return child === "feed" ? walkFeed(file) : walkBare(file);
+  }
+  const sizes = (option(argv, "--sizes") ?? "100000,1000000").split(",").map(Number);
+  const dir = await mkdtemp(join(tmpdir(), "bench-feeds-"));
+  try {
+    const files: { offers: number; file: string; bytes: number }[] = [];
+    const { startSimulator } = await import("../internal/simulator/server.js");
+    const sim = await startSimulator({
+      suppliers: Object.fromEntries(sizes.map((n) => [`yml${n}`, { size: n }])),
+    });
+    try {
+      for (const offers of sizes) {
+        const file = join(dir, `yml-${offers}.xml.gz`);
+        await download(`${sim.baseUrl(`yml${offers}`)}/feed.yml?compress=gzip&encoding=windows-1251`, file);
+        files.push({ offers, file, bytes: (await stat(file)).size });
+      }
+    } finally {
+      await sim.close();
+    }
+    const walks = [];
+    for (const { offers, file, bytes } of files) {
+      const bare = await runChild("bare", file);
+      const feed = await runChild("feed", file);
+      if (feed.rows !== offers || bare.rows !== offers) {
+        throw new Error(
+          `${offers} offers: feed read ${feed.rows} (${feed.rejects} rejects), bare counted ${bare.rows}`,
+        );
+      }
+      walks.push({
+        offers,
+        gzipBytes: bytes,
+        feed,
+        bare,
+        feedOfBare: Math.round((feed.rowsPerSecond / bare.rowsPerSecond) * 100) / 100,
+      });
+      process.stderr.write(
+        `${offers} offers (${(bytes / 1024 / 1024).toFixed(1)} MB gzip): feed ${feed.rowsPerSecond} rows/s, peak RSS ${feed.maxRssMB} MB; bare ${bare.rowsPerSecond} rows/s, peak RSS ${bare.maxRssMB} MB\n`,
+      );
+    }
+    const small = walks[0]!;
+    const large = walks[walks.length - 1]!;
+    const rssGrowth = Math.round((large.feed.maxRssMB / small.feed.maxRssMB - 1) * 1000) / 1000;
+    const targets = {
+      peakRssAtMost160MB: walks.every((w) => w.feed.maxRssMB <= RSS_TARGET_MB),
+      largestWithin20PercentOfSmallest: rssGrowth <= RSS_GROWTH_TARGET,
+    };
+    const report = { walks, rssGrowth, targets };
+    if (argv.includes("--ci") && !Object.values(targets).every(Boolean)) {
+      process.stdout.write(`${JSON.stringify(report)}\n`);
+      throw new Error(`bench:feeds target missed: ${JSON.stringify(targets)}`);
+    }
+    return report;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+runMain(main);
