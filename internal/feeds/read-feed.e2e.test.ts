@@ -312,3 +312,40 @@ t.test("a consumer that stops early: the socket is released and a zip's temp fil
   aborted.abort(new Error("run deadline"));
   await t.rejects(reading.next(), { message: "run deadline" });
 });
+
+t.test("back-pressure: a consumer that pauses holds the download, not the file", async (t) => {
+  const { Agent, request } = await import("undici");
+  const { formatSchema } = await import("./format-schema.js");
+  const { readFeed } = await import("./read-feed.js");
+  const agent = new Agent();
+  t.teardown(() => agent.destroy());
+  const res = await request(url("feed.yml"), { dispatcher: agent });
+  const stats = {
+    rawBytes: 0,
+    decompressedBytes: 0,
+    encoding: undefined,
+    compression: "none" as const,
+    zipEntry: undefined,
+  };
+  const reading = readFeed(
+    res.body,
+    { format: formatSchema.parse({ ...YML, pageSize: 100 }), maxBytes: 1e9 },
+    stats,
+  );
+  const first = await reading.next();
+  t.equal(first.done, false);
+  await new Promise((r) => setTimeout(r, 300));
+  // While the consumer sits on its first step, only the stages' buffers (tens of kB
+  // each) have been read from the socket, a small part of the 1.7 MB file.
+  const paused = stats.rawBytes;
+  t.ok(paused < 400_000, `${paused} bytes read while paused`);
+  let records = first.value ? first.value.records.length : 0;
+  for (;;) {
+    const next = await reading.next();
+    if (next.done) break;
+    records += next.value.records.length;
+  }
+  t.equal(records, SIZE);
+  t.ok(stats.rawBytes > 1_500_000 && stats.rawBytes > 10 * paused, `${stats.rawBytes} bytes read in all`);
+  t.equal(stats.encoding, "utf-8");
+});
