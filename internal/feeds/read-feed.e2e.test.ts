@@ -349,3 +349,28 @@ t.test("back-pressure: a consumer that pauses holds the download, not the file",
   t.ok(stats.rawBytes > 1_500_000 && stats.rawBytes > 10 * paused, `${stats.rawBytes} bytes read in all`);
   t.equal(stats.encoding, "utf-8");
 });
+
+t.test("abort while the body stalls, and a feed refused before parsing, release the socket", async (t) => {
+  const { Agent, request } = await import("undici");
+  const { formatSchema } = await import("./format-schema.js");
+  const { readFeed } = await import("./read-feed.js");
+  const agent = new Agent();
+  t.teardown(() => agent.destroy());
+  const res = await request(url("feed.yml", "declare=x-klingon", "small"), { dispatcher: agent });
+  const refused = readFeed(res.body, { format: formatSchema.parse(YML), maxBytes: 1e9 });
+  await t.rejects(refused.next(), { code: "CONTRACT", message: /encoding "x-klingon", which is not supported/ });
+  t.equal(res.body.destroyed, true, "body destroyed once the read failed");
+
+  // Aborted while the first step is still being read.
+  const slow = await request(url("feed.csv"), { dispatcher: agent });
+  const controller = new AbortController();
+  const reading = readFeed(slow.body, {
+    format: formatSchema.parse({ type: "csv", delimiter: ";", pageSize: 100_000 }),
+    maxBytes: 1e9,
+    signal: controller.signal,
+  });
+  const pending = reading.next();
+  controller.abort(new Error("deadline"));
+  await t.rejects(pending, { message: "deadline" });
+  t.equal(slow.body.destroyed, true);
+});

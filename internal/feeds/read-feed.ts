@@ -1,4 +1,4 @@
-import type { Readable } from "node:stream";
+import { Readable } from "node:stream";
 import { errorMessage, IngestionError } from "../platform/errors.js";
 import {
   type ByteCounters,
@@ -109,6 +109,12 @@ export async function* readFeed(
   const counters: ByteCounters = { raw: 0, decompressed: 0, compressed: () => counters.raw };
   let zip: OpenedZipEntry | undefined;
   const out = new Collector(format.pageSize);
+  // Destroying the body ends every stage above it: on abort (a stalled socket would
+  // otherwise wait for its own timeout) and when the read ends early for any reason.
+  const stop = () => {
+    if (body instanceof Readable && !body.destroyed) body.destroy();
+  };
+  signal?.addEventListener("abort", stop, { once: true });
   try {
     signal?.throwIfAborted();
     let bytes: AsyncIterable<Buffer> = readBody(body as ByteSource, counters, maxBytes, signal);
@@ -162,6 +168,8 @@ export async function* readFeed(
   } catch (err) {
     throw classify(err, signal);
   } finally {
+    signal?.removeEventListener("abort", stop);
+    stop();
     await zip?.close();
   }
 }
