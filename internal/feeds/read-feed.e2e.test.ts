@@ -358,7 +358,10 @@ t.test("abort while the body stalls, and a feed refused before parsing, release 
   t.teardown(() => agent.destroy());
   const res = await request(url("feed.yml", "declare=x-klingon", "small"), { dispatcher: agent });
   const refused = readFeed(res.body, { format: formatSchema.parse(YML), maxBytes: 1e9 });
-  await t.rejects(refused.next(), { code: "CONTRACT", message: /encoding "x-klingon", which is not supported/ });
+  await t.rejects(refused.next(), {
+    code: "CONTRACT",
+    message: /encoding "x-klingon", which is not supported/,
+  });
   t.equal(res.body.destroyed, true, "body destroyed once the read failed");
 
   // Aborted while the first step is still being read.
