@@ -55,7 +55,12 @@ export function jsonlRecordReader(encoding: string, maxDepth = LIMITS.maxDepth):
         }
         line++;
         if (dropping) dropping = false;
-        else take(pending + chunk.slice(start, nl), line);
+        else if (pending.length + (nl - start) > MAX_RECORD_CHARS) {
+          out.rejects.push({
+            reason: `line ${line} is longer than ${MAX_RECORD_CHARS} characters`,
+            raw: clip(pending + chunk.slice(start, Math.min(nl, start + 4096))),
+          });
+        } else take(pending + chunk.slice(start, nl), line);
         pending = "";
         start = nl + 1;
       }

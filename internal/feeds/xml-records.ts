@@ -91,9 +91,12 @@ export function xmlRecordReader(format: XmlFormat, encoding: string): RecordRead
       }
     };
 
+    /** An entity error seen between records: it belongs to the next record if it was in that record's start tag. */
+    let entityErrorBetween: string | undefined;
     parser.on("error", (err) => {
       if (ENTITY_ERROR.test(err.message)) {
-        if (open.length > 0) {
+        if (open.length === 0) entityErrorBetween = err.message;
+        else {
           flag(
             `${where()}: ${err.message.replace(/\.$/, "")} (only the five predefined XML entities are read; DTD entities are never expanded)`,
           );
@@ -104,10 +107,18 @@ export function xmlRecordReader(format: XmlFormat, encoding: string): RecordRead
     });
     parser.on("opentag", (tag: SaxesTagPlain) => {
       if (fatal) return;
+      const pendingEntity = entityErrorBetween;
+      entityErrorBetween = undefined;
       if (open.length === 0) {
         if (!isRecord(tag.name)) return;
         recordLine = parser.line;
         recordError = undefined;
+        // saxes reports an attribute's entity before the open tag; text in between would have cleared it.
+        if (pendingEntity !== undefined) {
+          flag(
+            `${where()}: ${pendingEntity.replace(/\.$/, "")} (only the five predefined XML entities are read; DTD entities are never expanded)`,
+          );
+        }
         chars = 0;
         skipping = false;
         extra = 0;
@@ -130,6 +141,7 @@ export function xmlRecordReader(format: XmlFormat, encoding: string): RecordRead
       open.push({ name: tag.name, value, text: "", attributes, children: false });
     });
     const onText = (t: string) => {
+      entityErrorBetween = undefined;
       if (open.length === 0 || skipping) return;
       const top = open[open.length - 1]!;
       top.text += t;
@@ -139,6 +151,7 @@ export function xmlRecordReader(format: XmlFormat, encoding: string): RecordRead
     parser.on("text", onText);
     parser.on("cdata", onText);
     parser.on("closetag", () => {
+      entityErrorBetween = undefined;
       if (fatal || open.length === 0) return;
       if (skipping && extra > 0) {
         extra--;
