@@ -150,3 +150,23 @@ t.test("gzip magic bytes, encoding from the XML declaration, maxBytes on the raw
   const limited = await read("x".repeat(5000), { type: "jsonl" }, { maxBytes: 4000 });
   t.match(limited.error, { code: "CONTRACT", message: /larger than maxResponseBytes \(4000 bytes\)/ });
 });
+
+t.test(
+  "a zip that cannot be spooled is INTERNAL (the host's temp dir), not the supplier's CONTRACT",
+  async (t) => {
+    const { Readable } = await import("node:stream");
+    const { readFeed } = await import("./read-feed.js");
+    const zipHead = Buffer.from([0x50, 0x4b, 0x03, 0x04, 0, 0, 0, 0]);
+    const reading = readFeed(Readable.from([zipHead]), {
+      format: formatSchema.parse({ type: "csv" }),
+      maxBytes: 1e9,
+      spoolDir: "/nonexistent/spool",
+    });
+    await t.rejects(reading.next(), {
+      code: "INTERNAL",
+      message: /cannot spool the zip archive to \/nonexistent\/spool/,
+    });
+    const corrupt = await read(zipHead, { type: "csv" });
+    t.match(corrupt.error, { code: "CONTRACT", message: /not a readable zip archive/ });
+  },
+);

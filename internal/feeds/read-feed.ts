@@ -52,6 +52,8 @@ export interface ReadFeedOptions {
   recordsPath?: string | undefined;
   /** `maxJsonDepth` (default 64) for `json` and `jsonl`. */
   maxJsonDepth?: number | undefined;
+  /** Where a zip archive is spooled (default `os.tmpdir()`); it needs room for the whole archive. */
+  spoolDir?: string | undefined;
 }
 
 /** What the byte layer learnt, for logs and metrics; filled as the read goes. */
@@ -133,7 +135,7 @@ export async function* readFeed(
       ({ head, stream } = await peek(stream, 4));
     }
     if (isZip(head)) {
-      zip = await openZipEntry(stream, format.zipEntry, maxBytes, () => {});
+      zip = await openZipEntry(stream, format.zipEntry, maxBytes, () => {}, options.spoolDir);
       const entry = zip;
       counters.compressed = () => Math.min(counters.raw, Math.max(entry.compressedSize, 1));
       stream = zip.stream;

@@ -64,6 +64,15 @@ function listEntries(
   });
 }
 
+/** The spool file cannot be written (a full or read-only temp dir): this host's fault, not the supplier's. */
+function spoolError(dir: string, err: unknown): IngestionError {
+  return new IngestionError(
+    "INTERNAL",
+    `cannot spool the zip archive to ${dir}: ${errorMessage(err)} (a zip feed needs room for the whole archive there)`,
+    { cause: err },
+  );
+}
+
 function describeNames(names: string[], files: number): string {
   const shown = names.map((n) => JSON.stringify(n)).join(", ");
   return files > names.length ? `${shown}, … (${files} files)` : shown;
@@ -81,8 +90,11 @@ export async function openZipEntry(
   zipEntry: string | undefined,
   maxBytes: number,
   onSpooled: (bytes: number) => void,
+  spoolDir: string = tmpdir(),
 ): Promise<OpenedZipEntry> {
-  const dir = await mkdtemp(join(tmpdir(), "supplier-sync-feed-"));
+  const dir = await mkdtemp(join(spoolDir, "supplier-sync-feed-")).catch((err: unknown) => {
+    throw spoolError(spoolDir, err);
+  });
   const path = join(dir, "feed.zip");
   let zip: ZipFile | undefined;
   let cleaned: Promise<void> | undefined;
@@ -95,7 +107,7 @@ export async function openZipEntry(
   };
   try {
     let spooled = 0;
-    await pipeline(
+    const spooling = pipeline(
       source,
       async function* bound(chunks: AsyncIterable<Buffer>) {
         for await (const chunk of chunks) {
@@ -111,6 +123,9 @@ export async function openZipEntry(
       },
       createWriteStream(path, { mode: 0o600 }),
     );
+    await spooling.catch((err: unknown) => {
+      throw err instanceof IngestionError ? err : spoolError(spoolDir, err);
+    });
     onSpooled(spooled);
     try {
       zip = await openZip(path);
