@@ -28,8 +28,6 @@ interface OpenElement {
   /** Attributes and children; created on the first one, so a leaf allocates no object. */
   value: Record<string, unknown> | undefined;
   text: string;
-  attributes: boolean;
-  children: boolean;
 }
 
 const ENTITY_ERROR = /undefined entity|disallowed character in entity name/;
@@ -42,7 +40,6 @@ function setOwn(target: Record<string, unknown>, key: string, value: unknown): v
 }
 
 function addChild(parent: OpenElement, name: string, value: unknown): void {
-  parent.children = true;
   parent.value ??= {};
   const v = parent.value;
   if (!Object.hasOwn(v, name)) setOwn(v, name, value);
@@ -127,18 +124,18 @@ export function xmlRecordReader(format: XmlFormat, encoding: string): RecordRead
         return;
       }
       let value: Record<string, unknown> | undefined;
-      let attributes = false;
+
       const attrs = tag.attributes as Record<string, string>;
       for (const name in attrs) {
         const text = attrs[name]!;
-        attributes = true;
+
         value ??= {};
         setOwn(value, `@${name}`, text);
         count(name.length + text.length);
         if (text.includes(REPLACEMENT)) flag(encodingReason(encoding, where()));
       }
       count(tag.name.length + 16);
-      open.push({ name: tag.name, value, text: "", attributes, children: false });
+      open.push({ name: tag.name, value, text: "" });
     });
     const onText = (t: string) => {
       entityErrorBetween = undefined;
