@@ -3,7 +3,6 @@
  * supplier-sync entry point: parse argv, load config, build the app, handle signals.
  * Nothing else lives here.
  */
-import { readFileSync } from "node:fs";
 import { buildApp } from "../../internal/app/app.js";
 import { formatCheckConfig } from "../../internal/config/check-config.js";
 import { loadConnectors } from "../../internal/config/connectors.js";
@@ -12,6 +11,7 @@ import type { Config, SupplierConfig } from "../../internal/config/types.js";
 import { ConfigError, errorMessage, InfraError } from "../../internal/platform/errors.js";
 import { tuneHeapGrowth } from "../../internal/platform/heap.js";
 import { safeText } from "../../internal/platform/redact.js";
+import { readVersion } from "../../internal/platform/version.js";
 import { formatRunsTable } from "../../internal/store/format-runs.js";
 import { listRuns } from "../../internal/store/run-queries.js";
 import { type Command, parseArgs, USAGE } from "./cli.js";
@@ -20,21 +20,6 @@ const EXIT_OK = 0;
 const EXIT_TICK_FAILED = 1;
 const EXIT_CONFIG = 2;
 const EXIT_INFRA = 3;
-
-function version(): string {
-  for (const rel of ["../../package.json", "../../../package.json"]) {
-    try {
-      const pkg = JSON.parse(readFileSync(new URL(rel, import.meta.url), "utf8")) as {
-        name?: string;
-        version?: string;
-      };
-      if (pkg.name === "supplier-sync" && pkg.version) return pkg.version;
-    } catch {
-      // try the next location (source vs dist layout)
-    }
-  }
-  return "unknown";
-}
 
 function selectSuppliers(config: Config, names: string[]): SupplierConfig[] {
   if (names.length === 0) return config.suppliers.filter((s) => s.enabled);
@@ -52,7 +37,7 @@ async function run(command: Command): Promise<number> {
     return EXIT_OK;
   }
   if (command.kind === "version") {
-    process.stdout.write(`supplier-sync ${version()}\n`);
+    process.stdout.write(`supplier-sync ${readVersion()}\n`);
     return EXIT_OK;
   }
   const config = loadConfig(process.env, process.cwd());

@@ -16,6 +16,7 @@ import { type Clock, systemClock } from "../platform/clock.js";
 import { ConfigError, errorMessage, InfraError, IngestionError } from "../platform/errors.js";
 import { createLogger, type Logger } from "../platform/logger.js";
 import { createMetrics, type Metrics } from "../platform/metrics.js";
+import { readVersion } from "../platform/version.js";
 import { Scheduler } from "../scheduler/scheduler.js";
 import { cronerTimer, type OneShotTimer } from "../scheduler/timer.js";
 import { createHealthServer, type HealthServer } from "../server/server.js";
@@ -186,6 +187,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
         metrics,
         log,
         clock,
+        instance: { owner, version: readVersion() },
         // The cache must stay well inside the shortest staleness threshold (2 x interval).
         freshnessCacheMs: Math.min(5_000, Math.floor(Math.min(...enabled.map((s) => s.intervalMs)) / 2)),
       });
