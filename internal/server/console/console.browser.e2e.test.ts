@@ -11,8 +11,8 @@
 import { copyFileSync, mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { BrowserContext, Page } from "playwright-core";
-import t from "tap";
+import type { BrowserContext, Locator, Page } from "playwright-core";
+import t, { type Test } from "tap";
 import { createTestDatabase, testPool } from "../../../test/helpers/db.js";
 import { ManualClock } from "../../platform/clock.js";
 import { createMetrics } from "../../platform/metrics.js";
@@ -50,15 +50,15 @@ if (missing) {
       await page.locator('tr[data-supplier="etm"] [data-last-run] a').click();
       await page.waitForURL(`${origin}/runs/${scene.etmLastRun}`);
       await checkRunPage(t, page);
-      t.equal(await page.evaluate(() => (window as unknown as { __pwned?: string }).__pwned), undefined);
+      t.equal(await page.evaluate("typeof window.__pwned"), "undefined");
       await screenshot(page, "console-run.png");
 
       // The strip's right-most mark of iek is its failed run.
       await page.goto(`${origin}/`);
       await page.locator('tr[data-supplier="iek"] svg.strip a').last().click();
       await page.waitForURL(`${origin}/runs/${scene.iekFailedRun}`);
-      t.match(await page.locator("#run").innerText(), "HTTP_503");
-      t.match(await page.locator("#steps").innerText(), "HTTP_503");
+      t.match(await seen(page.locator("#run")), "HTTP_503");
+      t.match(await seen(page.locator("#steps")), "HTTP_503");
 
       t.same(consoleErrors, [], "no console error (no CSP violation either)");
       t.same(watch.foreign(), [], "no request but the console's own pages");
@@ -70,8 +70,8 @@ if (missing) {
       const page = await context.newPage();
       await page.goto(`${origin}/runs/${scene.etmLastRun}`);
       await checkRunPage(t, page);
-      t.equal(await page.evaluate(() => (window as unknown as { __pwned?: string }).__pwned), undefined);
-      t.equal(await page.evaluate(() => document.querySelectorAll("script, img, iframe, object").length), 0);
+      t.equal(await page.evaluate("typeof window.__pwned"), "undefined");
+      t.equal(await page.evaluate("document.querySelectorAll('script, img, iframe, object').length"), 0);
     });
 
     t.test("with JavaScript disabled", async (t) => {
@@ -82,7 +82,7 @@ if (missing) {
       await checkOverview(t, page, scene);
       await page.locator('tr[data-supplier="iek"] [data-last-run] a').click();
       await page.waitForURL(`${origin}/runs/${scene.iekFailedRun}`);
-      t.match(await page.locator("#steps").innerText(), "HTTP_503");
+      t.match(await seen(page.locator("#steps")), "HTTP_503");
       await page.locator('a[href="/"]').first().click();
       await page.waitForURL(`${origin}/`);
       await page.locator('tr[data-supplier="etm"] svg.strip a').last().click();
@@ -90,7 +90,7 @@ if (missing) {
       await checkRunPage(t, page);
       const notFound = await page.goto(`${origin}/runs/12345678`);
       t.equal(notFound?.status(), 404);
-      t.match(await page.locator("main").innerText(), "No run has id 12345678");
+      t.match(await seen(page.locator("main")), "No run has id 12345678");
       t.same(watch.foreign(), []);
     });
   });
@@ -124,42 +124,46 @@ function watchRequests(context: BrowserContext, origin: string) {
   };
 }
 
-type Tap = Parameters<Parameters<typeof t.test>[1]>[0];
+/** The text a person sees in `locator` (rendered, as `innerText`; `textContent` would include hidden text). */
+function seen(locator: Locator): Promise<string> {
+  // biome-ignore lint/performance/useDomNodeTextContent: the rendered text is what these tests check
+  return locator.innerText();
+}
 
-async function checkOverview(t: Tap, page: Page, scene: Scene): Promise<void> {
-  const status = (s: string) => page.locator(`tr[data-supplier="${s}"] [data-status]`).innerText();
+async function checkOverview(t: Test, page: Page, scene: Scene): Promise<void> {
+  const status = (s: string) => seen(page.locator(`tr[data-supplier="${s}"] [data-status]`));
   t.equal(await status("etm"), "ok", "etm is ok");
   t.equal(await status("iek"), "stale", "iek is stale");
   t.equal(await status("systeme"), "none", "systeme never succeeded");
   t.equal(await page.locator('tr[data-supplier="yml"]').count(), 0, "disabled yml is not shown");
   t.equal(await page.locator("#suppliers tbody tr").count(), 3);
   t.equal(
-    (await page.locator('tr[data-supplier="iek"] [data-error-code]').innerText()).trim(),
+    (await seen(page.locator('tr[data-supplier="iek"] [data-error-code]'))).trim(),
     "HTTP_503",
     "the failed run's error code",
   );
-  const etm = await page.locator('tr[data-supplier="etm"]').innerText();
+  const etm = await seen(page.locator('tr[data-supplier="etm"]'));
   t.match(etm, `#${scene.etmLastRun}`);
   t.match(etm, "succeeded");
   t.match(etm, "420ms");
   t.match(etm, "59m59s / 12h");
   t.equal(await page.locator('tr[data-supplier="etm"] svg.strip a').count(), 30, "30 runs in the strip");
-  t.match(await page.locator('tr[data-supplier="systeme"]').innerText(), "no run yet");
-  t.match(await page.locator("header").innerText(), "worker-a");
+  t.match(await seen(page.locator('tr[data-supplier="systeme"]')), "no run yet");
+  t.match(await seen(page.locator("header")), "worker-a");
   t.ok(await page.locator('tr[data-supplier="etm"] svg.strip').isVisible(), "the strip is drawn");
 }
 
-async function checkRunPage(t: Tap, page: Page): Promise<void> {
+async function checkRunPage(t: Test, page: Page): Promise<void> {
   t.equal(await page.locator("#steps tbody tr").count(), 3, "three steps");
-  t.match(await page.locator('#steps tr[data-seq="2"]').innerText(), /succeeded\s+100\s+2/);
+  t.match(await seen(page.locator('#steps tr[data-seq="2"]')), /succeeded\s+100\s+2/);
   t.equal(await page.locator("#rejects .reject").count(), 2, "two rejects");
-  const hostile = await page.locator("#rejects .reject pre").first().innerText();
-  t.match(hostile, `<script>window.__pwned = \\"script\\"</script>`, "the script markup is shown as text");
-  t.match(hostile, `<img src=x onerror=\\"window.__pwned='img'\\">`, "the img markup is shown as text");
-  t.match(await page.locator("#rejects").innerText(), "price: not a number");
+  const hostile = await seen(page.locator("#rejects .reject pre").first());
+  t.match(hostile, "<script>window.__pwned='script'</script>", "the script markup is shown as text");
+  t.match(hostile, "<img src=x onerror=window.__pwned='img'>", "the img markup is shown as text");
+  t.match(await seen(page.locator("#rejects")), "price: not a number");
   t.equal(await page.locator("script").count(), 0, "no script element");
   t.equal(await page.locator("img").count(), 0, "no img element");
-  t.match(await page.locator('[data-column="owner"]').innerText(), "worker-a");
+  t.match(await seen(page.locator('[data-column="owner"]')), "worker-a");
 }
 
 const shots = mkdtempSync(join(tmpdir(), "ss-console-shots-"));
