@@ -8,8 +8,14 @@
  * by a `limit`; a run page reads its row by primary key and at most
  * {@link MAX_STEPS_SHOWN} steps and {@link MAX_REJECTS_SHOWN} rejects through
  * `ingestion_run_steps_run_seq` and `ingestion_rejects_run`, counting the rest only
- * when there is a rest. `bench/cases/console.ts` and `console-queries.pg.test.ts`
- * hold the plans to that.
+ * when there is a rest. `bench/console.ts` and `console-queries.pg.test.ts` hold
+ * the plans to that.
+ *
+ * The `order by … desc nulls last` clauses are not decoration: the indexes are
+ * `DESC NULLS LAST`, and a plain `desc` (nulls first) does not match them, so the
+ * planner would read a supplier's whole history and sort it instead of stopping
+ * after `limit` entries. Runs that start in the same microsecond have no defined
+ * order between them (ordering by id too would defeat the index the same way).
  */
 import type { RunOwner, RunState, RunTrigger } from "../ingestion/ports.js";
 import { type Queryable, toId } from "./queryable.js";
@@ -68,22 +74,22 @@ export const OVERVIEW_SQL = `select s.supplier, ok.finished_at as last_success, 
      left join lateral (
        select r.finished_at from ingestion_runs r
         where r.supplier = s.supplier and r.state = 'succeeded'
-        order by r.finished_at desc limit 1
+        order by r.finished_at desc nulls last limit 1
      ) ok on true
      left join lateral (
        select r.id, r.state, r.trigger, r.error_code, left(r.error_message, 500) as error_message,
               r.started_at, r.finished_at, ${RUN_COUNT_COLUMNS}
          from ingestion_runs r
         where r.supplier = s.supplier
-        order by r.started_at desc, r.id desc limit 1
+        order by r.started_at desc nulls last limit 1
      ) l on true
      cross join lateral (
        select coalesce(json_agg(json_build_array(x.id, x.state, x.trigger, x.error_code, x.started_at, x.finished_at)
-                                order by x.started_at desc, x.id desc), '[]'::json) as recent
+                                order by x.started_at desc), '[]'::json) as recent
          from (select r.id, r.state, r.trigger, r.error_code, r.started_at, r.finished_at
                  from ingestion_runs r
                 where r.supplier = s.supplier
-                order by r.started_at desc, r.id desc limit $2) x
+                order by r.started_at desc nulls last limit $2) x
      ) w
     order by s.ord`;
 

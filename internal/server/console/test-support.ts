@@ -103,7 +103,8 @@ export async function insertReject(
  * Markup a hostile supplier could send inside a record. No double quote in it, so it
  * stays runnable after JSON encoding: were it ever emitted unescaped, it would run.
  */
-export const HOSTILE_NAME = "<script>window.__pwned='script'</script><img src=x onerror=window.__pwned='img'>";
+export const HOSTILE_NAME =
+  "<script>window.__pwned='script'</script><img src=x onerror=window.__pwned='img'>";
 
 export interface Scene {
   suppliers: SupplierConfig[];
