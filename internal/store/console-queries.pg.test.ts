@@ -10,7 +10,7 @@
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import {
-  OVERVIEW_SQL,
+  LATEST_SQL,
   parseRunId,
   REJECT_RAW_MAX_BYTES,
   REJECTS_COUNT_SQL,
@@ -21,6 +21,7 @@ import {
   STEPS_COUNT_SQL,
   STEPS_SQL,
   STRIP_RUNS,
+  STRIPS_SQL,
 } from "./console-queries.js";
 import { explainJson, type PlanNode, scansOf } from "./explain.js";
 import { LAST_SUCCESSES_SQL } from "./run-queries.js";
@@ -87,27 +88,38 @@ t.test("console queries", async (t) => {
   const runId = sample.rows[0]?.id ?? "";
 
   t.test("the overview: last success, last run and 30 newest runs per supplier, in order", async (t) => {
-    const rows = await readOverview(db, ["s0002", "nobody", "s0001"]);
+    const { latest, strips } = await readOverview(db, ["s0002", "nobody", "s0001"]);
     t.same(
-      rows.map((r) => r.supplier),
+      latest.map((r) => r.supplier),
       ["s0002", "nobody", "s0001"],
       "in the order asked",
     );
-    const [s2, nobody] = rows;
-    t.equal(s2?.recent.length, STRIP_RUNS);
-    t.equal(s2?.lastRun?.id, s2?.recent[0]?.id, "the last run heads the strip");
+    const [s2, nobody] = latest;
+    const recent = strips.get("s0002") ?? [];
+    t.equal(recent.length, STRIP_RUNS);
+    t.equal(s2?.lastRun?.id, recent[0]?.id, "the last run heads the strip");
     t.equal(s2?.lastRun?.state, "failed", "run 300 failed (every 10th)");
+    t.equal(recent[0]?.errorCode, "HTTP_503");
+    t.equal(
+      recent[0]?.finishedAt?.getTime(),
+      (recent[0]?.startedAt.getTime() ?? 0) + 90_000,
+      "duration kept",
+    );
     t.equal(s2?.lastRun?.errorCode, "HTTP_503");
     t.equal(s2?.lastRun?.counts.recordsSeen, 500);
     t.equal(s2?.lastSuccess?.toISOString(), "2026-01-13T11:01:32.000Z", "run 299 is the last success");
-    const starts = s2?.recent.map((r) => r.startedAt.getTime()) ?? [];
+    const starts = recent.map((r) => r.startedAt.getTime());
     t.same(
       starts,
       [...starts].sort((a, b) => b - a),
       "newest first",
     );
-    t.equal(s2?.recent[0]?.startedAt.toISOString(), "2026-01-13T12:00:02.000Z");
-    t.same(nobody, { supplier: "nobody", lastSuccess: null, lastRun: null, recent: [] });
+    t.equal(recent[0]?.startedAt.toISOString(), "2026-01-13T12:00:02.000Z");
+    t.same(nobody, { supplier: "nobody", lastSuccess: null, lastRun: null });
+    t.notOk(strips.has("nobody"), "no strip query for a supplier without runs");
+
+    const only = await readOverview(db, ["s0001", "s0002"], (l) => l.supplier === "s0001");
+    t.same([...only.strips.keys()], ["s0001"], "strips only where asked");
   });
 
   t.test("a run page's reads", async (t) => {
@@ -123,27 +135,43 @@ t.test("console queries", async (t) => {
   });
 
   t.test("plans: indexed, and each lookup bounded by its limit", async (t) => {
-    const { plan } = await explainJson(db, OVERVIEW_SQL, [names, STRIP_RUNS], { analyze: true });
-    const scans = scansOf(plan);
-    t.same(
-      scans.filter((s) => s.relation === "ingestion_runs" && !s.index),
-      [],
-      "no scan of ingestion_runs without an index",
-    );
-    const indexes = new Set(scans.map((s) => s.index));
+    const latest = (await explainJson(db, LATEST_SQL, [names], { analyze: true })).plan;
+    const strips = (await explainJson(db, STRIPS_SQL, [names, STRIP_RUNS], { analyze: true })).plan;
+    for (const [what, plan] of [
+      ["latest", latest],
+      ["strips", strips],
+    ] as const) {
+      t.same(
+        scansOf(plan).filter((s) => s.relation === "ingestion_runs" && !s.index),
+        [],
+        `${what}: no scan of ingestion_runs without an index`,
+      );
+      t.same(
+        overRead(plan, "ingestion_runs", STRIP_RUNS),
+        [],
+        `${what}: no lookup reads more than 30 runs per supplier`,
+      );
+    }
+    const indexes = new Set([...scansOf(latest), ...scansOf(strips)].map((s) => s.index));
     t.ok(indexes.has("ingestion_runs_supplier_started"), "newest runs through (supplier, started_at desc)");
     t.ok(indexes.has("ingestion_runs_supplier_success"), "last success through the partial success index");
+    const probes = (n: PlanNode, index: string): PlanNode[] =>
+      n["Index Name"] === index ? [n] : (n.Plans ?? []).flatMap((c) => probes(c, index));
+    const success = (n: PlanNode) => probes(n, "ingestion_runs_supplier_success");
     t.same(
-      overRead(plan, "ingestion_runs", STRIP_RUNS),
-      [],
-      "no lookup reads more than 30 runs per supplier",
-    );
-    const success = (n: PlanNode): PlanNode[] =>
-      n["Index Name"] === "ingestion_runs_supplier_success" ? [n] : (n.Plans ?? []).flatMap(success);
-    t.same(
-      success(plan).map((n) => n["Actual Rows"]),
+      success(latest).map((n) => n["Actual Rows"]),
       [1],
       "the last success is one index entry per supplier",
+    );
+    t.same(
+      probes(latest, "ingestion_runs_supplier_started").map((n) => n["Actual Rows"]),
+      [1],
+      "the last run is one index entry per supplier",
+    );
+    t.same(
+      probes(strips, "ingestion_runs_supplier_started").map((n) => [n["Actual Rows"], n["Actual Loops"]]),
+      [[STRIP_RUNS, SUPPLIERS]],
+      "the strip: 30 index entries for each supplier",
     );
 
     // The same holds for the freshness query behind /readyz and the console's fallback.

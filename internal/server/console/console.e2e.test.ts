@@ -69,8 +69,8 @@ t.test("/ has one row per enabled supplier with status, last run and a strip of 
   t.match(etm, "succeeded");
   t.match(etm, "420ms", "sub-second duration");
   t.match(etm, "59m59s / 12h", "age against the threshold");
-  t.equal(etm.match(/<a href="\/runs\/\d+"><title>/g)?.length, 30, "30 marks of 40 runs");
-  const marks = [...etm.matchAll(/<a href="\/runs\/(\d+)"><title>/g)].map((m) => Number(m[1]));
+  t.equal(etm.match(/<a href="\/runs\/\d+"><rect /g)?.length, 30, "30 marks of 40 runs");
+  const marks = [...etm.matchAll(/<a href="\/runs\/(\d+)"><rect /g)].map((m) => Number(m[1]));
   t.equal(marks.at(-1), scene.etmLastRun, "the newest run is the right-most mark");
   t.same(
     marks,

@@ -10,17 +10,22 @@
  *   within `queryTimeoutMs` (a page then says the database is unreachable).
  * - Every page carries {@link CONSOLE_HEADERS} (the CSP of §8 and `nosniff`),
  *   error pages included.
+ * - A supplier's strip is drawn again only when its newest run changed (another id,
+ *   or the same run in another state): runs are only ever added at the head, and
+ *   only the newest can still be `running` (a run starts under the lease, after
+ *   recovery closed every older running one), so the newest run's id and state are
+ *   the strip's version. The cache holds one strip per enabled supplier.
  */
 import type pg from "pg";
 import type { SupplierConfig } from "../../config/types.js";
 import type { Clock } from "../../platform/clock.js";
 import { errorMessage } from "../../platform/errors.js";
 import type { Logger } from "../../platform/logger.js";
-import { parseRunId, readOverview, readRunDetail } from "../../store/console-queries.js";
+import { parseRunId, readOverview, readRunDetail, type SupplierLatest } from "../../store/console-queries.js";
 import type { FreshnessSnapshot } from "../freshness.js";
 import type { Html } from "./html.js";
 import { CONSOLE_HEADERS, type ConsoleInstance, HTML_CONTENT_TYPE } from "./layout.js";
-import { renderOverview } from "./overview-page.js";
+import { renderOverview, renderStrip } from "./overview-page.js";
 import { renderRun, renderRunNotFound, renderUnavailable } from "./run-page.js";
 
 /** Console reads in flight at once; more answer 503 rather than queue on the pool. */
@@ -69,6 +74,8 @@ export function createConsole(options: ConsoleOptions): Console {
   const { db, suppliers, instance, clock, log } = options;
   const names = suppliers.map((s) => s.name);
   let inFlight = 0;
+  const strips = new Map<string, { version: string; html: Html }>();
+  const emptyStrip = new Map(names.map((n) => [n, renderStrip(n, [])]));
 
   /** Runs `read` within the deadline and the concurrency bound; undefined when over the bound. */
   async function bounded<T>(read: () => Promise<T>): Promise<{ value: T } | { error: unknown } | undefined> {
@@ -109,14 +116,23 @@ export function createConsole(options: ConsoleOptions): Console {
 
   return {
     async overview() {
-      const result = await bounded(() => readOverview(db, names));
+      const versionOf = (l: SupplierLatest) => (l.lastRun ? `${l.lastRun.id}:${l.lastRun.state}` : "");
+      const result = await bounded(() =>
+        readOverview(db, names, (l) => strips.get(l.supplier)?.version !== versionOf(l)),
+      );
       if (result === undefined) return busy();
       const nowMs = clock.now();
       if ("value" in result) {
-        const overview = new Map(result.value.map((o) => [o.supplier, o]));
+        const { latest, strips: fresh } = result.value;
+        for (const l of latest) {
+          const marks = fresh.get(l.supplier);
+          if (marks) strips.set(l.supplier, { version: versionOf(l), html: renderStrip(l.supplier, marks) });
+          else if (l.lastRun === null) strips.delete(l.supplier);
+        }
         const page = renderOverview({
           suppliers,
-          overview,
+          overview: new Map(latest.map((l) => [l.supplier, l])),
+          strip: (name) => strips.get(name)?.html ?? emptyStrip.get(name) ?? renderStrip(name, []),
           fallbackLastSuccess: new Map(),
           database: "ok",
           instance,
@@ -130,6 +146,7 @@ export function createConsole(options: ConsoleOptions): Console {
         renderOverview({
           suppliers,
           overview: undefined,
+          strip: (name) => emptyStrip.get(name) ?? renderStrip(name, []),
           fallbackLastSuccess: snapshot.lastSuccess,
           database: "unreachable",
           instance,

@@ -55,11 +55,12 @@ a { color: #1f5fbf; }
 .age-bar { display: inline-block; width: 60px; height: 6px; background: #e5e5e5; border-radius: 3px; margin-right: 6px; vertical-align: middle; overflow: hidden; }
 .age-bar i { display: block; height: 100%; background: var(--ok); }
 .age-bar i.over { background: var(--stale); }
-svg.strip rect.succeeded { fill: var(--ok); }
-svg.strip rect.partial { fill: var(--partial); }
-svg.strip rect.failed { fill: var(--stale); }
-svg.strip rect.running { fill: var(--running); }
-svg.strip rect.empty { fill: #eee; }
+svg.strip rect { width: 8px; height: 16px; }
+svg.strip rect.s { fill: var(--ok); }
+svg.strip rect.p { fill: var(--partial); }
+svg.strip rect.f { fill: var(--stale); }
+svg.strip rect.r { fill: var(--running); }
+svg.strip rect.e { fill: #eee; }
 svg.strip a:hover rect { opacity: 0.6; }
 dl.cols { display: grid; grid-template-columns: max-content 1fr; gap: 3px 16px; background: #fff; border: 1px solid #ddd; padding: 10px 14px; margin: 0; max-width: 1100px; }
 dl.cols dt { font-weight: 600; color: #444; }
@@ -108,10 +109,8 @@ export function stateBadge(state: RunState | "ok" | "stale" | "none"): Html {
 /** `2026-12-01 08:00:00Z`, seconds precision. */
 export function formatTime(date: Date | null): string {
   if (date === null) return "—";
-  return date
-    .toISOString()
-    .replace("T", " ")
-    .replace(/\.\d{3}Z$/, "Z");
+  const iso = date.toISOString();
+  return `${iso.slice(0, 10)} ${iso.slice(11, 19)}Z`;
 }
 
 /** Duration of a run or step, `running` while it has no end. */
