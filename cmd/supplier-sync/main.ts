@@ -10,9 +10,10 @@ import { loadConfig } from "../../internal/config/env.js";
 import type { Config, SupplierConfig } from "../../internal/config/types.js";
 import { ConfigError, errorMessage, InfraError } from "../../internal/platform/errors.js";
 import { tuneHeapGrowth } from "../../internal/platform/heap.js";
+import { createLogger } from "../../internal/platform/logger.js";
 import { safeText } from "../../internal/platform/redact.js";
 import { readVersion } from "../../internal/platform/version.js";
-import { formatRunsTable } from "../../internal/store/format-runs.js";
+import { formatRunsTable, withDuration } from "../../internal/store/format-runs.js";
 import { listRuns } from "../../internal/store/run-queries.js";
 import { type Command, parseArgs, USAGE } from "./cli.js";
 
@@ -40,7 +41,8 @@ async function run(command: Command): Promise<number> {
     process.stdout.write(`supplier-sync ${readVersion()}\n`);
     return EXIT_OK;
   }
-  const config = loadConfig(process.env, process.cwd());
+  const dbOnly = command.kind === "runs" || command.kind === "migrate";
+  const config = loadConfig(process.env, process.cwd(), { suppliers: dbOnly ? "ignored" : "required" });
   if (command.kind === "check-config") {
     const statuses = loadConnectors(
       config,
@@ -51,7 +53,13 @@ async function run(command: Command): Promise<number> {
     return ok ? EXIT_OK : EXIT_CONFIG;
   }
   const selected = command.kind === "tick-once" ? selectSuppliers(config, command.suppliers) : [];
-  const app = buildApp(config);
+  // Human-readable logs on a terminal, JSON everywhere else and always in production (DESIGN §8).
+  // `runs` prints its table or JSON on stdout, so its own log lines go to stderr.
+  const logToStderr = command.kind === "runs";
+  const pretty = !config.production && (logToStderr ? process.stderr : process.stdout).isTTY === true;
+  const app = buildApp(config, {
+    log: createLogger({ level: config.logLevel, pretty, stderr: logToStderr }),
+  });
   if (command.kind === "daemon") return runDaemon(app);
 
   let onSignal: (() => void) | undefined;
@@ -65,7 +73,7 @@ async function run(command: Command): Promise<number> {
       const pool = await app.open();
       const rows = await listRuns(pool, { supplier: command.supplier, limit: command.limit });
       process.stdout.write(
-        command.json ? `${JSON.stringify(rows, null, 2)}\n` : `${formatRunsTable(rows)}\n`,
+        command.json ? `${JSON.stringify(rows.map(withDuration), null, 2)}\n` : `${formatRunsTable(rows)}\n`,
       );
       return EXIT_OK;
     }
