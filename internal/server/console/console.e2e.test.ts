@@ -249,3 +249,26 @@ t.test("the database unreachable: 503 pages that say so, with the headers", asyn
   t.match(run.body, "unreachable");
   t.equal((await fetchLocal(port, "/runs/x")).status, 404, "a malformed id needs no database");
 });
+
+t.test("a strip is drawn again when the supplier's newest run changes, and only then", async (t) => {
+  const { get, writer, scene } = await setup(t);
+  const marksOf = async () => {
+    const row = rowOf((await get("/")).body, "iek");
+    return [...row.matchAll(/<a href="\/runs\/(\d+)"><rect class="(\w)"/g)].map((m) => `${m[1]}:${m[2]}`);
+  };
+  t.same(await marksOf(), [`${scene.iekFailedRun - 1}:s`, `${scene.iekFailedRun}:f`]);
+  const running = await insertRun(writer, {
+    supplier: "iek",
+    state: "running",
+    startedAt: new Date(NOW - 60_000),
+    durationMs: null,
+  });
+  t.same((await marksOf()).slice(-1), [`${running}:r`], "a new run shows at once, running");
+  await writer.query(
+    "update ingestion_runs set state = 'succeeded', finished_at = started_at + interval '2 seconds' where id = $1",
+    [running],
+  );
+  t.same((await marksOf()).slice(-1), [`${running}:s`], "the same run, closed, is redrawn");
+  const etm = rowOf((await get("/")).body, "etm");
+  t.equal(etm.match(/<a href="\/runs\/\d+"><rect /g)?.length, 30, "the other strips are kept as they were");
+});
