@@ -253,8 +253,14 @@ export function createHealthServer(options: HealthServerOptions): HealthServer {
   };
 }
 
-/** The path of a request target, without query; `""` for one that is not a URL. */
+/**
+ * The path of a request target, without query; `""` for one that is not a URL or
+ * that has `.` or `..` segments (plain or percent-encoded): resolving those would turn
+ * `/readyz/%2e%2e` into `/`, the console, where a 404 is what the client should see.
+ */
 function pathOf(url: string | undefined): string {
+  const raw = (url ?? "/").split("?")[0] ?? "";
+  if (/(^|\/)(\.|%2e){1,2}(\/|$)/i.test(raw)) return "";
   try {
     return new URL(url ?? "/", "http://health.invalid").pathname;
   } catch {
