@@ -9,7 +9,13 @@ import { ManualClock } from "../../platform/clock.js";
 import { createMetrics } from "../../platform/metrics.js";
 import { MAX_REJECTS_SHOWN, REJECT_RAW_MAX_BYTES } from "../../store/console-queries.js";
 import { createHealthServer } from "../server.js";
-import { captureLogger, deadDatabasePool, fetchLocal, type Teardown } from "../test-support.js";
+import {
+  captureLogger,
+  deadDatabasePool,
+  fetchLocal,
+  hungDatabasePool,
+  type Teardown,
+} from "../test-support.js";
 import { HOSTILE_NAME, insertReject, insertRun, insertStep, seedScene } from "./test-support.js";
 
 const NOW = Date.parse("2026-03-01T12:00:00Z");
@@ -272,3 +278,36 @@ t.test("a strip is drawn again when the supplier's newest run changes, and only 
   const etm = rowOf((await get("/")).body, "etm");
   t.equal(etm.match(/<a href="\/runs\/\d+"><rect /g)?.length, 30, "the other strips are kept as they were");
 });
+
+t.test(
+  "a hung database: pages answer 503 within their bound, and at most two reads wait on it",
+  async (t) => {
+    const db = await hungDatabasePool(t);
+    const server = createHealthServer({
+      host: "127.0.0.1",
+      port: 0,
+      db,
+      suppliers: [{ name: "etm", intervalMs: 3_600_000, enabled: true }],
+      metrics: createMetrics({ processMetrics: false }),
+      log: captureLogger().log,
+      freshnessCacheMs: 0,
+      databaseTimeoutMs: 200,
+      consoleTimeoutMs: 400,
+      instance: INSTANCE,
+    });
+    t.teardown(() => server.stop());
+    const { port } = await server.start();
+    const started = Date.now();
+    const first = await fetchLocal(port, "/");
+    t.equal(first.status, 503);
+    t.match(first.body, "database is unreachable");
+    t.ok(Date.now() - started < 3_000, `answered in ${Date.now() - started} ms`);
+    // The two hung reads still hold their slots: a third page is refused at once.
+    const busy = await fetchLocal(port, "/runs/1");
+    const third = await fetchLocal(port, "/runs/2");
+    t.equal(third.status, 503);
+    t.match(third.body, "busy");
+    t.equal(third.headers["content-security-policy"], CSP);
+    t.equal(busy.status, 503);
+  },
+);
