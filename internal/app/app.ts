@@ -16,6 +16,7 @@ import { type Clock, OffsetClock, systemClock } from "../platform/clock.js";
 import { ConfigError, errorMessage, InfraError, IngestionError } from "../platform/errors.js";
 import { createLogger, type Logger } from "../platform/logger.js";
 import { createMetrics, type Metrics } from "../platform/metrics.js";
+import { readVersion } from "../platform/version.js";
 import { DatabaseClock } from "../scheduler/database-clock.js";
 import { Scheduler } from "../scheduler/scheduler.js";
 import { cronerTimer, type OneShotTimer } from "../scheduler/timer.js";
@@ -199,6 +200,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
         metrics,
         log,
         clock: schedulerClock,
+        instance: { owner, version: readVersion() },
         // The cache must stay well inside the shortest staleness threshold (2 x interval).
         freshnessCacheMs: Math.min(5_000, Math.floor(Math.min(...enabled.map((s) => s.intervalMs)) / 2)),
       });

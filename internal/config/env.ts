@@ -172,12 +172,20 @@ function parseLogLevel(value: string | undefined): string {
 
 /**
  * Builds the validated configuration from `env` (the caller passes `process.env`)
- * and `cwd` (against which a relative connectors folder is resolved).
+ * and `cwd` (against which a relative connectors folder is resolved). With
+ * `suppliers: "ignored"` (the `runs` and `migrate` commands) the supplier list and
+ * the retired variables are not read, and `suppliers` is empty.
  *
  * @throws ConfigError naming the offending variable and its (redacted) value.
  */
-export function loadConfig(env: Record<string, string | undefined>, cwd: string): Config {
-  for (const name of RETIRED_VARS) {
+export function loadConfig(
+  env: Record<string, string | undefined>,
+  cwd: string,
+  options: { suppliers?: "required" | "ignored" } = {},
+): Config {
+  // `runs` and `migrate` need only DATABASE_URL (DESIGN §2): they read no supplier at all.
+  const ignoreSuppliers = options.suppliers === "ignored";
+  for (const name of ignoreSuppliers ? [] : RETIRED_VARS) {
     if (env[name] !== undefined) {
       throw new ConfigError(
         `${name} is retired and must be unset (it is set to ${quoteToken(env[name])}): ` +
@@ -186,7 +194,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd: string)
     }
   }
   const production = env["NODE_ENV"] === "production";
-  const suppliers = parseSuppliers(env[SUPPLIERS_VAR]);
+  const suppliers = ignoreSuppliers ? [] : parseSuppliers(env[SUPPLIERS_VAR]);
   const databaseUrl = parseDatabaseUrl(present(env, "DATABASE_URL"), production);
   const connectorsDir = resolve(cwd, present(env, "SUPPLIER_SYNC_CONNECTORS_DIR") ?? DEFAULTS.connectorsDir);
   const httpAddr = parseHttpAddr(present(env, "SUPPLIER_SYNC_HTTP_ADDR") ?? DEFAULTS.httpAddr);
