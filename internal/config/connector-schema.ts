@@ -67,6 +67,7 @@ export const ERROR_RULE_CODES = ["SUPPLIER", "CONTRACT", "AUTH", "RATE_LIMITED",
 const errorRuleSchema = z
   .strictObject({
     ...conditionShape,
+    // biome-ignore lint/suspicious/noThenProperty: DESIGN §3.9 names the key; its value is a string, never callable.
     then: z.enum(["retry", "fail"]),
     code: z.enum(ERROR_RULE_CODES).optional(),
     /** Dot path of the supplier's own message, quoted in the step's error. */
@@ -87,10 +88,7 @@ export const secretValueSchema = z.union(
 export type SecretValue = z.output<typeof secretValueSchema>;
 
 /** `body` and `form` go with POST only, and not together (DESIGN §3.3). */
-function checkRequestBody(
-  r: { method: string; body?: unknown; form?: unknown },
-  ctx: z.RefinementCtx,
-): void {
+function checkRequestBody(r: { method: string; body?: unknown; form?: unknown }, ctx: z.RefinementCtx): void {
   if (r.body !== undefined && r.form !== undefined) {
     ctx.addIssue({ code: "custom", path: ["form"], message: "set either body or form, not both" });
   }
@@ -125,38 +123,44 @@ function exactlyOne(keys: readonly string[]) {
   };
 }
 
-const sessionAuthSchema = z
-  .strictObject({
-    type: z.literal("session"),
-    login: loginSchema,
-    /** Where the token is in the login response. */
-    token: z
-      .strictObject({ path: requiredDotPath.optional(), header: headerName.optional(), cookie: cookieName.optional() })
-      .superRefine(exactlyOne(["path", "header", "cookie"])),
-    /** How later requests carry the token. */
-    send: z
-      .strictObject({
-        query: z.string().min(1).optional(),
-        header: headerName.optional(),
-        prefix: z.string().optional(),
-        cookie: cookieName.optional(),
-      })
-      .superRefine((send, ctx) => {
-        exactlyOne(["query", "header", "cookie"])(send, ctx);
-        if (send.prefix !== undefined && send.header === undefined) {
-          ctx.addIssue({ code: "custom", path: ["prefix"], message: "goes with header only" });
-        }
-        if (send.prefix !== undefined && /[\r\n\0]/.test(send.prefix)) {
-          ctx.addIssue({ code: "custom", path: ["prefix"], message: "must not contain a line break" });
-        }
-      }),
-    /** The token is reused until 90 % of this has passed since the login. */
-    ttlMs: z.number().int().positive().default(3_600_000),
-    /** Least time between two login requests of this process for this supplier. */
-    minLoginIntervalMs: z.number().int().min(0).max(86_400_000).default(0),
-    /** Responses that mean the session expired: log in once more and repeat the request. */
-    expiredWhen: z.array(conditionSchema).min(1).default([{ status: [401] }]),
-  });
+const sessionAuthSchema = z.strictObject({
+  type: z.literal("session"),
+  login: loginSchema,
+  /** Where the token is in the login response. */
+  token: z
+    .strictObject({
+      path: requiredDotPath.optional(),
+      header: headerName.optional(),
+      cookie: cookieName.optional(),
+    })
+    .superRefine(exactlyOne(["path", "header", "cookie"])),
+  /** How later requests carry the token. */
+  send: z
+    .strictObject({
+      query: z.string().min(1).optional(),
+      header: headerName.optional(),
+      prefix: z.string().optional(),
+      cookie: cookieName.optional(),
+    })
+    .superRefine((send, ctx) => {
+      exactlyOne(["query", "header", "cookie"])(send, ctx);
+      if (send.prefix !== undefined && send.header === undefined) {
+        ctx.addIssue({ code: "custom", path: ["prefix"], message: "goes with header only" });
+      }
+      if (send.prefix !== undefined && /[\r\n\0]/.test(send.prefix)) {
+        ctx.addIssue({ code: "custom", path: ["prefix"], message: "must not contain a line break" });
+      }
+    }),
+  /** The token is reused until 90 % of this has passed since the login. */
+  ttlMs: z.number().int().positive().default(3_600_000),
+  /** Least time between two login requests of this process for this supplier. */
+  minLoginIntervalMs: z.number().int().min(0).max(86_400_000).default(0),
+  /** Responses that mean the session expired: log in once more and repeat the request. */
+  expiredWhen: z
+    .array(conditionSchema)
+    .min(1)
+    .default([{ status: [401] }]),
+});
 
 const authSchema = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("none") }),
@@ -372,7 +376,12 @@ function checkPlaceholders(
     const checkLogin = (text: unknown, path: (string | number)[]) => {
       if (typeof text !== "string") return;
       for (const name of placeholdersIn(text)) {
-        if (!none.has(name)) ctx.addIssue({ code: "custom", path, message: `placeholder {${name}} is not defined in a login request` });
+        if (!none.has(name))
+          ctx.addIssue({
+            code: "custom",
+            path,
+            message: `placeholder {${name}} is not defined in a login request`,
+          });
       }
     };
     checkLogin(login.path, ["auth", "login", "path"]);

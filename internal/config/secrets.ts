@@ -229,8 +229,14 @@ export function resolveSecretValue(value: SecretValue, label: string, sources: S
   if (typeof value === "string") return value;
   const secret =
     "env" in value
-      ? resolveSecret({ label, envKey: "env", envName: value.env, fileKey: "file", filePath: undefined }, sources)
-      : resolveSecret({ label, envKey: "env", envName: undefined, fileKey: "file", filePath: value.file }, sources);
+      ? resolveSecret(
+          { label, envKey: "env", envName: value.env, fileKey: "file", filePath: undefined },
+          sources,
+        )
+      : resolveSecret(
+          { label, envKey: "env", envName: undefined, fileKey: "file", filePath: value.file },
+          sources,
+        );
   secrets.add(secret);
   return secret;
 }

@@ -362,7 +362,10 @@ function oauthFlavour(auth: OAuth2AuthDefinition, options: AuthenticatorOptions)
         method: "POST",
         headers,
         secretQuery: {},
-        body: { contentType: "application/x-www-form-urlencoded", data: new URLSearchParams(form).toString() },
+        body: {
+          contentType: "application/x-www-form-urlencoded",
+          data: new URLSearchParams(form).toString(),
+        },
       };
     },
     read(response) {

@@ -53,11 +53,7 @@ export function needsBody(conditions: readonly ConditionDefinition[]): boolean {
  * not JSON (or not valid JSON: the records decoder reports that itself).
  * Depth is checked first, as for pages.
  */
-export function bodyForConditions(
-  body: Buffer,
-  contentType: string | undefined,
-  maxDepth: number,
-): unknown {
+export function bodyForConditions(body: Buffer, contentType: string | undefined, maxDepth: number): unknown {
   if (!isJsonContentType(contentType) || body.length === 0) return undefined;
   let text = body.toString("utf8");
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);

@@ -357,9 +357,10 @@ async function readLimited(body: Readable, encoding: string | undefined, limit: 
     throw err;
   }
   let compressed = 0;
-  if (decoder) body.on("data", (chunk: Buffer) => {
-    compressed += chunk.length;
-  });
+  if (decoder)
+    body.on("data", (chunk: Buffer) => {
+      compressed += chunk.length;
+    });
   const source: Readable = decoder ? pipeline(body, decoder, () => {}) : body;
   const chunks: Buffer[] = [];
   let total = 0;

@@ -58,9 +58,9 @@ export function createConnector(options: CreateConnectorOptions): Connector {
 
 export { createDeclarativeConnector } from "./declarative.js";
 export { readDotPath } from "./dot-path.js";
+export type { RequestEvent } from "./http-client.js";
 export { normalizeRecord, normalizeRecords } from "./normalize.js";
 export type { ConnectorModule } from "./registry.js";
 export { connectorModuleNames } from "./registry.js";
-export type { RequestEvent } from "./http-client.js";
 export type { PageFetch } from "./transport.js";
 export { Transport } from "./transport.js";

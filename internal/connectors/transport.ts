@@ -5,7 +5,13 @@ import { IngestionError, isIngestionError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { Metrics } from "../platform/metrics.js";
 import { type Authenticator, authUnavailable, createAuthenticator, type LoginExchange } from "./auth.js";
-import { applyErrorRules, bodyForConditions, conditionStatuses, matchesCondition, needsBody } from "./conditions.js";
+import {
+  applyErrorRules,
+  bodyForConditions,
+  conditionStatuses,
+  matchesCondition,
+  needsBody,
+} from "./conditions.js";
 import {
   HttpClient,
   type HttpClientOptions,
@@ -156,7 +162,12 @@ export class Transport {
       });
     try {
       for (let expiries = 0; ; expiries++) {
-        const credentials = await this.auth.credentials({ ctx: request.ctx, seq: request.seq, signal, exchange });
+        const credentials = await this.auth.credentials({
+          ctx: request.ctx,
+          seq: request.seq,
+          signal,
+          exchange,
+        });
         try {
           const value = await this.exchange({
             url: request.url,
@@ -270,7 +281,10 @@ export class Transport {
     const body = this.conditionsNeedBody
       ? bodyForConditions(response.body, response.contentType, def.maxJsonDepth)
       : undefined;
-    if (generation !== undefined && this.auth.expiredWhen.some((c) => matchesCondition(c, response.status, body))) {
+    if (
+      generation !== undefined &&
+      this.auth.expiredWhen.some((c) => matchesCondition(c, response.status, body))
+    ) {
       throw new CredentialsExpired(generation);
     }
     applyErrorRules(def.errors, response.status, body);
@@ -289,11 +303,15 @@ export class Transport {
 }
 
 /** Configured headers plus credentials; a session cookie joins configured cookies. */
-function mergeHeaders(configured: Record<string, string>, credentials: Record<string, string>): Record<string, string> {
+function mergeHeaders(
+  configured: Record<string, string>,
+  credentials: Record<string, string>,
+): Record<string, string> {
   const out: Record<string, string> = { ...configured };
   for (const [name, value] of Object.entries(credentials)) {
     const existing = Object.keys(out).find((k) => k.toLowerCase() === name.toLowerCase());
-    if (existing !== undefined && name.toLowerCase() === "cookie") out[existing] = `${out[existing]}; ${value}`;
+    if (existing !== undefined && name.toLowerCase() === "cookie")
+      out[existing] = `${out[existing]}; ${value}`;
     else {
       if (existing !== undefined) delete out[existing];
       out[name] = value;
