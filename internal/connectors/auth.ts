@@ -57,6 +57,8 @@ export interface LoginExchange {
   body?: { contentType: string; data: string };
   /** Runs before every attempt is sent (login spacing). */
   beforeAttempt: (signal: AbortSignal) => Promise<void>;
+  /** Runs when an attempt has its answer or failed. */
+  afterAttempt: () => void;
 }
 
 /** The transport's side of a login: sends with rate limit, retries, deadline and `errors` rules. */
@@ -128,7 +130,7 @@ interface Flavour {
   expiredWhen: readonly ConditionDefinition[];
   minIntervalMs: number;
   refresh(): void;
-  request(): Omit<LoginExchange, "beforeAttempt">;
+  request(): Omit<LoginExchange, "beforeAttempt" | "afterAttempt">;
   /** Token and its lifetime in ms, from the response. @throws IngestionError `AUTH` */
   read(response: HttpResponse): { token: string; lifetimeMs: number };
   /** How a request carries the token. */
@@ -196,6 +198,11 @@ class TokenAuthenticator implements Authenticator {
               });
             }
           }
+          this.lastLoginAt = clock.now();
+        },
+        // Spacing counts from the answer too: the supplier saw the login before it answered, so
+        // network jitter can never make two logins look closer together to it than to us.
+        afterAttempt: () => {
           this.lastLoginAt = clock.now();
         },
       });
@@ -273,7 +280,7 @@ function sessionFlavour(auth: SessionAuthDefinition, options: AuthenticatorOptio
         if (typeof v === "string") literal[k] = v;
         else secret[k] = l.query[k] as string;
       }
-      const exchange: Omit<LoginExchange, "beforeAttempt"> = {
+      const exchange: Omit<LoginExchange, "beforeAttempt" | "afterAttempt"> = {
         url: loginUrl(options.baseUrl, l.path, literal),
         method: l.method,
         headers: l.headers,

@@ -6,8 +6,9 @@ import { isJsonContentType, scanJsonLimits } from "./json-body.js";
 
 /**
  * Response conditions (DESIGN §3.9): `errors` rules and `auth.expiredWhen`.
- * A condition matches when its `status` list (if any) holds the response's
- * status and its `path` test (if any) holds on the JSON body.
+ * A condition matches when its `status` list holds the response's status
+ * (without one: any 2xx status, since these conditions exist for errors
+ * inside 200 answers) and its `path` test (if any) holds on the JSON body.
  *
  * Comparisons: a JSON number and a string holding the same decimal number
  * are equal (`403` and `"403"`), everything else compares strictly. A value
@@ -24,7 +25,9 @@ function same(a: unknown, b: unknown): boolean {
 
 /** True when `condition` holds for a response with `status` and parsed JSON `body` (undefined: not JSON). */
 export function matchesCondition(condition: ConditionDefinition, status: number, body: unknown): boolean {
-  if (condition.status !== undefined && !condition.status.includes(status)) return false;
+  if (condition.status !== undefined) {
+    if (!condition.status.includes(status)) return false;
+  } else if (status < 200 || status > 299) return false;
   if (condition.path === undefined) return true;
   if (body === undefined) return false;
   const value = readDotPath(body, condition.path);

@@ -158,6 +158,7 @@ export class Transport {
         deadlineError,
         counter,
         beforeAttempt: login.beforeAttempt,
+        afterAttempt: login.afterAttempt,
         check: (response) => response,
       });
     try {
@@ -230,20 +231,26 @@ export class Transport {
     counter: { attempts: number };
     generation?: number;
     beforeAttempt?: (signal: AbortSignal) => Promise<void>;
+    afterAttempt?: () => void;
     check: (response: HttpResponse) => T;
   }): Promise<T> {
     const { definition, clock, random, metrics, supplier } = this.options;
     return runWithRetries(
       async () => {
         await x.beforeAttempt?.(x.signal);
-        const response = await this.http.send(x.url, {
-          ...x.send,
-          passStatuses: this.passStatuses,
-          signal: x.signal,
-          onRequest: () => {
-            x.counter.attempts++;
-          },
-        });
+        let response: HttpResponse;
+        try {
+          response = await this.http.send(x.url, {
+            ...x.send,
+            passStatuses: this.passStatuses,
+            signal: x.signal,
+            onRequest: () => {
+              x.counter.attempts++;
+            },
+          });
+        } finally {
+          x.afterAttempt?.();
+        }
         this.inspect(response, x.generation);
         return x.check(response);
       },

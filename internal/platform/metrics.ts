@@ -24,7 +24,7 @@ export interface Metrics {
   readonly httpRetries: Counter<"supplier" | "reason">;
   readonly rateLimitWait: Counter<"supplier">;
   readonly runsRecovered: Counter<"supplier">;
-  /** Session and OAuth logins (one per login request sent), `ok` or `failed`. */
+  /** Session and OAuth logins, `ok` or `failed` (a login retried after a 503 and then answered counts once, `ok`). */
   readonly authLogins: Counter<"supplier" | "result">;
   /** Starts every known label set of `supplier` at 0. */
   initSupplier(supplier: string): void;
@@ -114,7 +114,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const authLogins = new Counter({
     name: "ingestion_auth_logins_total",
-    help: "Session and OAuth login requests by supplier and result (ok, failed).",
+    help: "Session and OAuth logins by supplier and result (ok, failed); retries within one login count once.",
     labelNames: ["supplier", "result"] as const,
     registers,
   });

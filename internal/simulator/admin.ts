@@ -84,6 +84,9 @@ const authSchema = z.discriminatedUnion("type", [
     expireAfterMs: z.number().int().min(0).optional(),
     expiredAs: z.enum(["401", "body403"]).optional(),
     minLoginIntervalMs: z.number().int().min(0).optional(),
+    failLogins: z
+      .strictObject({ status: z.number().int().min(100).max(599), times: z.number().int().min(0) })
+      .optional(),
   }),
   z.strictObject({
     type: z.literal("oauth2"),

@@ -53,6 +53,7 @@ function atPath(path: string, value: unknown): Record<string, unknown> {
 export class TokenIssuer {
   private readonly tokens = new Map<string, Issued>();
   private lastLoginAt: number | undefined;
+  private failedLogins = 0;
 
   constructor(
     private readonly supplier: string,
@@ -75,6 +76,13 @@ export class TokenIssuer {
     const method = auth.type === "session" ? (auth.loginMethod ?? "POST") : "POST";
     if (req.method !== method) {
       sendJson(res, stats, 405, { error: "method not allowed" }, { allow: method });
+      return;
+    }
+    const fail = auth.type === "session" ? auth.failLogins : undefined;
+    if (fail && this.failedLogins < fail.times) {
+      this.failedLogins++;
+      this.lastLoginAt = at;
+      sendJson(res, stats, fail.status, { error: `simulated login status ${fail.status}` });
       return;
     }
     const minGap = auth.type === "session" ? (auth.minLoginIntervalMs ?? 0) : 0;

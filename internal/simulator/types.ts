@@ -50,6 +50,8 @@ export interface SimSessionAuth {
   expiredAs?: "401" | "body403";
   /** Logins closer together than this are violations: counted, and answered 429. */
   minLoginIntervalMs?: number;
+  /** Answer the first `times` logins with `status` (e.g. 503), before checking anything else. */
+  failLogins?: { status: number; times: number };
 }
 
 /** An OAuth2 client-credentials token endpoint (form POST, client in the form or HTTP Basic). */
