@@ -123,7 +123,7 @@ export function buildPage(
     case "total-pages": {
       const totalPages = Math.ceil(state.catalog.liveCount / req.limit);
       return {
-        body: { ...body, meta: { page: req.page, total_pages: totalPages } },
+        body: { ...body, meta: { page: req.page, total_pages: totalPages, has_more: req.page < totalPages } },
         headers: {},
         terminal: req.page >= totalPages,
       };
