@@ -4,14 +4,17 @@
  * Nothing else lives here.
  */
 import { readFileSync } from "node:fs";
+import { pino } from "pino";
 import { buildApp } from "../../internal/app/app.js";
 import { formatCheckConfig } from "../../internal/config/check-config.js";
-import { loadConnectors } from "../../internal/config/connectors.js";
+import { loadConnector, loadConnectors } from "../../internal/config/connectors.js";
 import { loadConfig } from "../../internal/config/env.js";
 import type { Config, SupplierConfig } from "../../internal/config/types.js";
 import { ConfigError, errorMessage, InfraError } from "../../internal/platform/errors.js";
 import { tuneHeapGrowth } from "../../internal/platform/heap.js";
+import { createLogger } from "../../internal/platform/logger.js";
 import { safeText } from "../../internal/platform/redact.js";
+import { formatPreview, previewConnector } from "../../internal/preview/preview.js";
 import { formatRunsTable } from "../../internal/store/format-runs.js";
 import { listRuns } from "../../internal/store/run-queries.js";
 import { type Command, parseArgs, USAGE } from "./cli.js";
@@ -55,6 +58,7 @@ async function run(command: Command): Promise<number> {
     process.stdout.write(`supplier-sync ${version()}\n`);
     return EXIT_OK;
   }
+  if (command.kind === "preview") return runPreview(command);
   const config = loadConfig(process.env, process.cwd());
   if (command.kind === "check-config") {
     const statuses = loadConnectors(
@@ -95,6 +99,30 @@ async function run(command: Command): Promise<number> {
     onSignal?.();
     await app.stop();
   }
+}
+
+/** `preview`: no database, no lease; logs go to stderr so stdout is the report alone. */
+async function runPreview(command: Extract<Command, { kind: "preview" }>): Promise<number> {
+  const config = loadConfig(process.env, process.cwd(), { requireSuppliers: false });
+  const status = loadConnector(config, command.name);
+  if (status.status === "missing") {
+    throw new ConfigError(`no connector definition for "${command.name}" at ${status.path}`);
+  }
+  if (status.status === "invalid") throw new ConfigError(`${status.path}: ${status.reason}`);
+  const log = createLogger({
+    level: config.logLevel,
+    destination: pino.destination({ dest: 2, sync: true }),
+  });
+  const { report, ok } = await previewConnector({
+    supplier: command.name,
+    definition: status.definition,
+    connectorsDir: config.connectorsDir,
+    readSecretEnv: config.readSecretEnv,
+    steps: command.steps,
+    log,
+  });
+  process.stdout.write(`${formatPreview(report, command.json)}\n`);
+  return ok ? EXIT_OK : EXIT_TICK_FAILED;
 }
 
 async function runDaemon(app: ReturnType<typeof buildApp>): Promise<number> {

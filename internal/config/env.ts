@@ -153,10 +153,15 @@ function parseLogLevel(value: string | undefined): string {
 /**
  * Builds the validated configuration from `env` (the caller passes `process.env`)
  * and `cwd` (against which a relative connectors folder is resolved).
+ * `requireSuppliers: false` (for `preview`) accepts an unset supplier list.
  *
  * @throws ConfigError naming the offending variable and its (redacted) value.
  */
-export function loadConfig(env: Record<string, string | undefined>, cwd: string): Config {
+export function loadConfig(
+  env: Record<string, string | undefined>,
+  cwd: string,
+  options: { requireSuppliers?: boolean } = {},
+): Config {
   for (const name of RETIRED_VARS) {
     if (env[name] !== undefined) {
       throw new ConfigError(
@@ -166,7 +171,11 @@ export function loadConfig(env: Record<string, string | undefined>, cwd: string)
     }
   }
   const production = env["NODE_ENV"] === "production";
-  const suppliers = parseSuppliers(env[SUPPLIERS_VAR]);
+  // `preview` works from the connector file alone: the supplier list may be absent (a present one is still checked).
+  const suppliers =
+    options.requireSuppliers === false && present(env, SUPPLIERS_VAR) === undefined
+      ? []
+      : parseSuppliers(env[SUPPLIERS_VAR]);
   const databaseUrl = parseDatabaseUrl(present(env, "DATABASE_URL"), production);
   const connectorsDir = resolve(cwd, present(env, "SUPPLIER_SYNC_CONNECTORS_DIR") ?? DEFAULTS.connectorsDir);
   const httpAddr = parseHttpAddr(present(env, "SUPPLIER_SYNC_HTTP_ADDR") ?? DEFAULTS.httpAddr);

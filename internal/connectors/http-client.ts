@@ -76,6 +76,8 @@ export interface SendOptions {
   signal: AbortSignal;
   /** Called once per HTTP request actually sent (redirect hops included), before it is sent. */
   onRequest?: () => void;
+  /** Called once per HTTP request when it ended, like `HttpClientOptions.observer`. */
+  onEvent?: (event: RequestEvent) => void;
 }
 
 const MAX_REDIRECTS = 3;
@@ -265,7 +267,7 @@ export class HttpClient {
       const ms = clock.now() - started;
       metrics.httpRequests.inc({ supplier, code });
       metrics.httpRequestDuration.observe({ supplier }, ms / 1000);
-      if (this.options.observer) {
+      if (this.options.observer || options.onEvent) {
         const event: RequestEvent = {
           method,
           url: safeText(displayUrl(target, Object.keys(secretQuery))),
@@ -274,7 +276,8 @@ export class HttpClient {
           ms,
         };
         if (failure !== undefined) event.error = safeText(errorMessage(failure), 500);
-        this.options.observer(event);
+        this.options.observer?.(event);
+        options.onEvent?.(event);
       }
     }
   }

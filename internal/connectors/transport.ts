@@ -247,6 +247,12 @@ export class Transport {
             onRequest: () => {
               x.counter.attempts++;
             },
+            ...(x.ctx.log.isLevelEnabled("debug")
+              ? {
+                  onEvent: (event: RequestEvent) =>
+                    x.ctx.log.debug({ supplier, run_id: x.ctx.runId, seq: x.seq, ...event }, "http request"),
+                }
+              : {}),
           });
         } finally {
           x.afterAttempt?.();
