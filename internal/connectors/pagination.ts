@@ -145,9 +145,11 @@ function readCount(body: unknown, path: string): number {
 }
 
 /**
- * Remembers every page URL of a walk: a next page already visited (a cursor
+ * Remembers the page URLs of a walk: a next page already visited (a cursor
  * that comes round again, a `Link` back to an earlier page) means the walk
- * would never end, so it fails `CONTRACT`. Holds one short string per page.
+ * would never end, so it fails `CONTRACT`. Memory stays bounded: only the
+ * last {@link PROGRESS_WINDOW} URLs are kept; a longer cycle is still ended by
+ * the run deadline.
  */
 export class ProgressGuard {
   private readonly seen = new Set<string>();
@@ -159,8 +161,13 @@ export class ProgressGuard {
       );
     }
     this.seen.add(url.href);
+    // A Set iterates in insertion order: the first key is the oldest.
+    if (this.seen.size > PROGRESS_WINDOW) this.seen.delete(this.seen.values().next().value as string);
   }
 }
+
+/** Page URLs a walk remembers for {@link ProgressGuard}. */
+export const PROGRESS_WINDOW = 10_000;
 
 function withParam(url: URL, name: string, value: string): URL {
   const next = new URL(url);
