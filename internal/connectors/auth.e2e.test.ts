@@ -403,3 +403,28 @@ t.test("query key: a wrong key is AUTH after one request", async (t) => {
   t.equal(sim.stats("systeme").requests, 1);
   t.notOk((err as Error).message.includes(env.SYSTEME_KEY as string));
 });
+
+t.test("session: errors rules apply to the login answer too", async (t) => {
+  // The supplier answers the login 200 with its own error code: the ETM rule fails it SUPPLIER.
+  const sim = await simulator(t, "etm", etmSim({ tokenIn: { body: "data.sid" } }));
+  const def = etmDefinition(
+    sim.baseUrl("etm"),
+    {},
+    {
+      errors: [
+        {
+          path: "data.session",
+          exists: false,
+          then: "fail",
+          code: "SUPPLIER",
+          messagePath: "status.message",
+        },
+      ],
+    },
+  );
+  const c = buildConnector(t, def, { readSecretEnv });
+  const err = (await walkError(c.connector, walkContext(c.log))) as IngestionError;
+  t.equal(err.code, "SUPPLIER");
+  t.match(err.message, /^login failed: supplier reported an error \(data\.session = missing\): OK/);
+  t.equal(sim.stats("etm").logins, 1);
+});
