@@ -64,9 +64,16 @@ function workerFlags(): string[] {
   return (process.env.BENCH_WORKER_FLAGS ?? "").split(" ").filter((flag) => flag !== "");
 }
 
-/** Runs one worker tick (bench/worker.ts) with the daemon's variables in `env`. */
-export function runWorker(env: Record<string, string>, timeoutMs: number): Promise<WorkerReport> {
-  return runChild<WorkerReport>([...workerFlags(), WORKER, JSON.stringify(env)], timeoutMs, "worker");
+/**
+ * Runs one worker tick (bench/worker.ts) with the daemon's variables in `env`;
+ * `script` runs another build's worker instead (an A/B comparison).
+ */
+export function runWorker(
+  env: Record<string, string>,
+  timeoutMs: number,
+  script: string = WORKER,
+): Promise<WorkerReport> {
+  return runChild<WorkerReport>([...workerFlags(), script, JSON.stringify(env)], timeoutMs, "worker");
 }
 
 /** Runs the fetch baseline (bench/fetch-loop.ts) over one simulator supplier. */

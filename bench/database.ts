@@ -65,8 +65,14 @@ function withDatabase(url: string, name: string): string {
   return u.toString();
 }
 
-/** Starts (or connects to) PostgreSQL and creates a fresh migrated database `supplier_sync_bench_<pid>`. */
-export async function openBenchDatabase(externalUrl: string | undefined): Promise<BenchDatabase> {
+/**
+ * Starts (or connects to) PostgreSQL and creates a fresh database `supplier_sync_bench_<pid>`,
+ * migrated unless `migrate` is false.
+ */
+export async function openBenchDatabase(
+  externalUrl: string | undefined,
+  options: { migrate?: boolean } = {},
+): Promise<BenchDatabase> {
   const embedded = externalUrl ? undefined : await startEmbedded();
   const adminUrl = externalUrl ?? embedded?.url ?? "";
   const name = `supplier_sync_bench_${process.pid}`;
@@ -76,7 +82,7 @@ export async function openBenchDatabase(externalUrl: string | undefined): Promis
   await admin.query(`create database ${name}`);
   const url = withDatabase(adminUrl, name);
   const pool = new pg.Pool({ connectionString: url, max: 1 });
-  await runMigrations(pool);
+  if (options.migrate !== false) await runMigrations(pool);
   const { rows } = await pool.query<{ name: string; setting: string }>(
     `select 'version' as name, version() as setting
      union all

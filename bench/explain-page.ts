@@ -10,7 +10,7 @@
  * Uses `BENCH_DATABASE_URL` if set, else an embedded PostgreSQL started for this run.
  */
 import pg from "pg";
-import { arrayLiterals, serializeRejects, WRITE_PAGE } from "../internal/store/offers.js";
+import { WRITE_PAGE, writePageParameters } from "../internal/store/offers.js";
 import { commitPage, startRun } from "../internal/store/runs.js";
 import { prepareSeenSet } from "../internal/store/seen-set.js";
 import { runMain } from "./child-main.js";
@@ -55,15 +55,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
         await prepareSeenSet(client, runId);
         const { rows } = await client.query<{ "QUERY PLAN": string }>(
           `explain (analyze, wal, buffers) ${WRITE_PAGE}`,
-          [
-            runId,
-            BENCH_SUPPLIER,
-            ...arrayLiterals(page.offers),
-            seq++,
-            serializeRejects([]),
-            page.offers.length,
-            0,
-          ],
+          writePageParameters(runId, BENCH_SUPPLIER, { ...page, seq: seq++, rejects: [] }),
         );
         if (label) process.stdout.write(`== ${label}\n${rows.map((r) => r["QUERY PLAN"]).join("\n")}\n\n`);
       } finally {

@@ -6,12 +6,14 @@
  * the first-load ratio drops below its CI floor.
  *
  * Usage: node dist/bench/run.js [--ci] [--skus N] [--side-skus N] [--page-size N]
- *          [--reps N] [--only case,case] [--out FILE]
+ *          [--reps N] [--only case,case] [--out FILE] [--baseline DIR]
  * The store and peers cases use the first `--side-skus` (default 200,000) SKUs of
  * the same catalog: at 1M the drizzle loop alone took 6 minutes for 3 repetitions,
  * which would push the suite past 15 minutes. A smaller, fresher table is faster to
  * write, so the peers' figures, and our multiple of them, are conservative.
- * Cases: ceiling, peers, store, pipeline, memory, rate-limit, scheduler.
+ * Cases: ceiling, peers, store, pipeline, memory, rate-limit, scheduler, and `prices`
+ * (only when named in `--only`: ordinary against long-number pages, and with
+ * `--baseline DIR`, a built checkout of an earlier commit, this build against that one).
  */
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -20,6 +22,7 @@ import { measureCeiling } from "./cases/ceiling.js";
 import type { CaseContext } from "./cases/context.js";
 import { measurePeers } from "./cases/peers.js";
 import { runPipelineCases } from "./cases/pipeline.js";
+import { measurePrices } from "./cases/prices.js";
 import { measureStoreWrite } from "./cases/store-write.js";
 import { openBenchDatabase } from "./database.js";
 import { BENCH_SUPPLIER, BenchCatalog } from "./dataset.js";
@@ -27,7 +30,8 @@ import type { Measurement } from "./measure.js";
 import { checkTargets, formatTable, machineInfo, type Target, writeResults } from "./report.js";
 import { CI_CEILING_REPETITIONS, CI_SKUS, CI_TARGETS, fullTargets } from "./targets.js";
 
-const ALL_CASES = ["ceiling", "peers", "store", "pipeline", "memory", "rate-limit", "scheduler"] as const;
+const DEFAULT_CASES = ["ceiling", "peers", "store", "pipeline", "memory", "rate-limit", "scheduler"] as const;
+const ALL_CASES = [...DEFAULT_CASES, "prices"] as const;
 type CaseName = (typeof ALL_CASES)[number];
 
 interface Options {
@@ -38,6 +42,7 @@ interface Options {
   reps: number;
   cases: Set<CaseName>;
   out: string;
+  baseline: string | undefined;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -61,7 +66,7 @@ function parseOptions(argv: string[]): Options {
         })
       : ci
         ? ["ceiling", "pipeline"]
-        : ALL_CASES,
+        : DEFAULT_CASES,
   );
   return {
     ci,
@@ -70,6 +75,7 @@ function parseOptions(argv: string[]): Options {
     pageSize: int("--page-size", 5_000),
     reps: int("--reps", 3),
     cases,
+    baseline: value("--baseline"),
     out:
       value("--out") ??
       fileURLToPath(
@@ -128,6 +134,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       );
     }
     if (has("peers")) results.push(...(await measurePeers(side)));
+    if (has("prices")) results.push(...(await measurePrices(ctx, options.baseline)));
   } finally {
     await pool.end().catch(() => {});
     await database.stop();

@@ -1,3 +1,4 @@
+import { compile as compileJmesPath } from "@jmespath-community/jmespath";
 import { z } from "zod";
 import { KNOWN_PLACEHOLDERS, placeholdersIn, stringsIn } from "./placeholders.js";
 
@@ -242,6 +243,52 @@ const paginationSchema = z.discriminatedUnion("type", [
 
 const positiveMs = z.number().int().positive();
 
+/** A JMESPath expression, parsed here so a syntax error is a configuration error naming the key. */
+const jmesPath = z
+  .string()
+  .min(1)
+  .superRefine((expression, ctx) => {
+    try {
+      compileJmesPath(expression);
+    } catch (err) {
+      ctx.addIssue({
+        code: "custom",
+        message: `is not a valid JMESPath expression: ${(err as Error).message}`,
+      });
+    }
+  });
+const scalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+const nullIf = z.array(scalar).min(1);
+const decimalSeparator = z.enum([",", "."]);
+
+/**
+ * Where a field's value comes from (DESIGN §3.7): a dot path, `{path}`, `{jmespath}`
+ * or `{const}`; `nullIf` turns listed values into null; `decimalSeparator` (price and
+ * stock) reads `"1 234,50"` as 1234.50.
+ */
+function fieldSpec(numeric: boolean) {
+  const extra = numeric
+    ? { nullIf: nullIf.optional(), decimalSeparator: decimalSeparator.optional() }
+    : { nullIf: nullIf.optional() };
+  return z.union(
+    [
+      requiredDotPath,
+      z.strictObject({ path: dotPath, ...extra }),
+      z.strictObject({ jmespath: jmesPath, ...extra }),
+      z.strictObject({ const: scalar, ...extra }),
+    ],
+    { error: "must be a dot path, or an object with one of path, jmespath or const" },
+  );
+}
+const textField = fieldSpec(false);
+const numericField = fieldSpec(true);
+
+/** Attribute names (keys of `attributes`): identifiers, kept as JSON object keys. */
+const attributeName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, "must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$");
+const MAX_ATTRIBUTES = 64;
+
 export const connectorDefinitionSchema = z
   .strictObject({
     /** Hand-written connector from the code registry; the declarative connector when absent. */
@@ -297,12 +344,17 @@ export const connectorDefinitionSchema = z
     records: z.strictObject({ path: dotPath }).prefault({ path: "" }),
     fields: z
       .strictObject({
-        sku: requiredDotPath,
-        price: requiredDotPath,
-        name: requiredDotPath.optional(),
-        currency: requiredDotPath.optional(),
-        stock: requiredDotPath.optional(),
+        sku: textField,
+        price: numericField,
+        name: textField.optional(),
+        currency: textField.optional(),
+        stock: numericField.optional(),
       })
+      .optional(),
+    /** Further supplier data kept with each offer as one JSON object (`supplier_offers.attributes`). */
+    attributes: z
+      .record(attributeName, numericField)
+      .refine((a) => Object.keys(a).length <= MAX_ATTRIBUTES, `at most ${MAX_ATTRIBUTES} attributes`)
       .optional(),
     maxResponseBytes: z.number().int().positive().default(52_428_800),
     maxRejectRatio: z.number().min(0).max(1).default(0.5),
@@ -428,3 +480,5 @@ export type OAuth2AuthDefinition = Extract<AuthDefinition, { type: "oauth2" }>;
 export type LoginDefinition = SessionAuthDefinition["login"];
 export type ConditionDefinition = z.output<typeof conditionSchema>;
 export type ErrorRuleDefinition = ConnectorDefinition["errors"][number];
+export type AttributesDefinition = NonNullable<ConnectorDefinition["attributes"]>;
+export type FieldSpec = FieldsDefinition["price"];

@@ -22,11 +22,32 @@ const MAX_CONNECTOR_FILE_BYTES = 1024 * 1024;
 /** One line per zod issue, `path: message`, e.g. `auth.tokenEnv: ...` or `Unrecognized key: "bogus"`. */
 export function formatSchemaIssues(issues: readonly z.core.$ZodIssue[]): string {
   return issues
+    .flatMap((issue) => unwrapUnion(issue, []))
     .map((issue) => {
       const path = issue.path.map(String).join(".");
       return path ? `${path}: ${issue.message}` : issue.message;
     })
     .join("; ");
+}
+
+/**
+ * A union's failure says more through the one alternative the value was clearly meant
+ * for: `{"jmespath": "sum("}` is a field spec of the `jmespath` form with a bad
+ * expression, not "invalid input". An alternative counts when none of its issues is at
+ * the union's own level (wrong type, unknown keys); with none or several such, the
+ * union's own message stands.
+ */
+function unwrapUnion(issue: z.core.$ZodIssue, prefix: PropertyKey[]): z.core.$ZodIssue[] {
+  const path = [...prefix, ...issue.path];
+  // A record key that fails its schema: say why (`attributes.1x: must match …`).
+  if (issue.code === "invalid_key") return issue.issues.map((i) => ({ ...i, path }));
+  if (issue.code !== "invalid_union" || issue.errors.length === 0) return [{ ...issue, path }];
+  const meant = issue.errors.filter((branch) =>
+    branch.every((i) => i.path.length > 0 && i.code !== "unrecognized_keys"),
+  );
+  const [only] = meant;
+  if (meant.length !== 1 || !only) return [{ ...issue, path }];
+  return only.flatMap((i) => unwrapUnion(i, path));
 }
 
 function invalid(path: string, reason: string): ConnectorStatus {

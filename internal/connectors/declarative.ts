@@ -1,6 +1,7 @@
-import type { ConnectorDefinition, FieldsDefinition } from "../config/connector-schema.js";
+import type { ConnectorDefinition } from "../config/connector-schema.js";
 import type { Connector, Page, WalkContext } from "../ingestion/ports.js";
 import { ConfigError, IngestionError, isIngestionError } from "../platform/errors.js";
+import { type CompiledFields, compileFields } from "./field-spec.js";
 import { decodeJsonPage } from "./json-body.js";
 import { normalizeRecords } from "./normalize.js";
 import { firstPageUrl, nextPageUrl, ProgressGuard } from "./pagination.js";
@@ -34,7 +35,8 @@ function nextOrError(compute: () => URL | null): URL | null | IngestionError {
 export function createDeclarativeConnector(transport: Transport): Connector {
   const def: ConnectorDefinition = transport.options.definition;
   if (!def.fields) throw new ConfigError("the declarative connector needs fields (sku and price at least)");
-  const fields: FieldsDefinition = def.fields;
+  // Field specs compiled once per connector (JMESPath expressions parsed here, not per record).
+  const fields: CompiledFields = compileFields(def.fields, def.attributes);
   const limits = {
     maxDepth: def.maxJsonDepth,
     maxRecords: def.maxRecordsPerPage,

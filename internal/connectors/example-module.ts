@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { Connector, Page, WalkContext } from "../ingestion/ports.js";
 import { ConfigError, IngestionError } from "../platform/errors.js";
 import type { HttpResponse } from "./http-client.js";
-import { scanJsonLimits } from "./json-body.js";
+import { parseJsonText } from "./json-body.js";
 import { normalizeRecords } from "./normalize.js";
 import type { Transport } from "./transport.js";
 
@@ -57,10 +57,10 @@ function decodeLines(res: HttpResponse, maxDepth: number, maxRecords: number): u
     if (records.length >= maxRecords) {
       throw new IngestionError("CONTRACT", `page has more than maxRecordsPerPage (${maxRecords}) records`);
     }
-    scanJsonLimits(line, { maxDepth, maxRecords, recordsPath: "" });
     try {
-      records.push(JSON.parse(line));
+      records.push(parseJsonText(line, { maxDepth, maxRecords, recordsPath: "" }));
     } catch (err) {
+      if (err instanceof IngestionError) throw err;
       throw new IngestionError("CONTRACT", `line ${i + 1} is not valid JSON: ${(err as Error).message}`, {
         cause: err,
       });

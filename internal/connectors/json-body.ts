@@ -1,4 +1,5 @@
 import { IngestionError } from "../platform/errors.js";
+import { EXACT_PLAIN_CHARS, isExactAsDouble, parseExactJson } from "../platform/exact-json.js";
 import { readDotPath, splitDotPath } from "./dot-path.js";
 
 /**
@@ -6,7 +7,9 @@ import { readDotPath, splitDotPath } from "./dot-path.js";
  * `JSON.parse` builds anything, one linear scan (no recursion) checks the
  * nesting depth and counts the records array, so a 10,000-deep body or a page
  * of ten million tiny records is refused as `CONTRACT` without a stack
- * overflow or a huge allocation.
+ * overflow or a huge allocation. The same scan notes whether any number literal
+ * would lose digits in a double; only such a page is parsed number-exact
+ * ({@link parseExactJson}), every other page by the native `JSON.parse`.
  */
 
 export interface JsonBodyLimits {
@@ -49,15 +52,22 @@ function decodeKey(raw: string): string {
   }
 }
 
+/** What {@link scanJsonLimits} learnt of a body it accepted. */
+export interface JsonScan {
+  /** Some number literal has more digits, or a wider exponent, than a double keeps exactly. */
+  inexactNumbers: boolean;
+}
+
 /**
  * Linear scan of JSON text: throws `CONTRACT` when nesting exceeds
  * `maxDepth` or the array at `recordsPath` has more than `maxRecords`
  * elements. Malformed text is left for `JSON.parse` to report.
  */
-export function scanJsonLimits(text: string, limits: JsonBodyLimits): void {
+export function scanJsonLimits(text: string, limits: JsonBodyLimits): JsonScan {
   const segments = splitDotPath(limits.recordsPath);
   const stack: Frame[] = [];
   const length = text.length;
+  let inexactNumbers = false;
   for (let i = 0; i < length; i++) {
     const c = text.charCodeAt(i);
     // whitespace
@@ -103,7 +113,23 @@ export function scanJsonLimits(text: string, limits: JsonBodyLimits): void {
     }
     // A number, true, false or null: count it once, at its first character.
     startValue(top, segments, limits);
+    if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39) /* 0-9 */) {
+      // Step over the literal: digits, '.', '+', '-', and 'e'/'E' noted.
+      let j = i + 1;
+      let exponent = false;
+      for (; j < length; j++) {
+        const d = text.charCodeAt(j);
+        if ((d >= 0x30 && d <= 0x39) || d === 0x2e || d === 0x2b || d === 0x2d) continue;
+        if (d === 0x65 || d === 0x45) exponent = true;
+        else break;
+      }
+      if (!inexactNumbers && (exponent || j - i > EXACT_PLAIN_CHARS)) {
+        inexactNumbers = !isExactAsDouble(text.slice(i, j));
+      }
+      i = j - 1;
+    }
   }
+  return { inexactNumbers };
 }
 
 /**
@@ -151,6 +177,16 @@ function describePath(path: string): string {
 }
 
 /**
+ * Scans (limits, number exactness) and parses one JSON text: by `JSON.parse` when
+ * every number literal survives a double, else number-exact.
+ * @throws IngestionError `CONTRACT` for a limit, SyntaxError for malformed text.
+ */
+export function parseJsonText(text: string, limits: JsonBodyLimits): unknown {
+  const scan = scanJsonLimits(text, limits);
+  return scan.inexactNumbers ? parseExactJson(text) : JSON.parse(text);
+}
+
+/**
  * Checks, parses and extracts the records of one JSON page.
  * @throws IngestionError `CONTRACT` (never retryable) for a non-JSON content
  * type, invalid JSON, excessive depth or record count, or a records path that
@@ -169,11 +205,11 @@ export function decodeJsonPage(
   }
   let text = body.toString("utf8");
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-  scanJsonLimits(text, limits);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    parsed = parseJsonText(text, limits);
   } catch (err) {
+    if (err instanceof IngestionError) throw err;
     throw new IngestionError("CONTRACT", `response body is not valid JSON: ${(err as Error).message}`, {
       cause: err,
     });

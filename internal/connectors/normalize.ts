@@ -1,19 +1,37 @@
 import type { FieldsDefinition } from "../config/connector-schema.js";
 import type { Offer, Reject } from "../ingestion/ports.js";
+import { fitsNumeric, isLosslessNumber, stringifyForJsonb } from "../platform/exact-json.js";
 import { stripControl } from "../platform/redact.js";
-import { readDotPath } from "./dot-path.js";
+import {
+  type CompiledField,
+  type CompiledFields,
+  compileFields,
+  FieldReadError,
+  isNulled,
+  withDecimalPoint,
+} from "./field-spec.js";
 
 /**
  * One raw supplier record → a validated {@link Offer}, or a {@link Reject}
  * that keeps the raw record and says which field was wrong and why.
- * Prices never pass through a float: strings are checked as decimals and JSON
- * numbers are converted with `String(n)`, refusing what that cannot keep exact.
+ *
+ * Prices never pass through a float (DESIGN §1 invariant 4, §3.7): a string is
+ * checked as a decimal and kept as sent; a JSON number arrives either as a double
+ * that holds the literal's exact value (the page scan made sure, so `String(n)` is
+ * that value) or as a `LosslessNumber` carrying the literal's own text.
+ * PostgreSQL's `numeric` stores the text digit for digit.
  */
 
-const PRICE = /^\d{1,15}(\.\d{1,6})?$/;
+/** The common case, checked first without capturing: `12`, `0.000345`, `12345678901234567890.5`. */
+const PLAIN_DECIMAL = /^\d+(?:\.\d+)?$/;
+/** A non-negative decimal, optionally with an exponent: `12`, `0.000345`, `1.5e3`, `2E-7`. */
+const DECIMAL = /^(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
+const MAX_PRICE_CHARS = 100;
 const CURRENCY = /^[A-Za-z]{3}$/;
 const MAX_SKU = 256;
 const MAX_NAME = 1_000;
+/** At most this many bytes of JSON of attributes per offer (DESIGN §3.7). */
+export const MAX_ATTRIBUTES_BYTES = 16_384;
 
 class FieldError extends Error {}
 
@@ -21,7 +39,9 @@ class FieldError extends Error {}
 function show(value: unknown): string {
   let text: string;
   if (value === undefined) return "missing";
-  if (typeof value === "string") text = JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
+  if (isLosslessNumber(value)) text = value.value.length > 80 ? `${value.value.slice(0, 80)}…` : value.value;
+  else if (typeof value === "string")
+    text = JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
   else {
     try {
       text = JSON.stringify(value) ?? String(value);
@@ -41,6 +61,7 @@ function toSku(value: unknown, path: string): string {
   let text: string;
   if (typeof value === "string") text = value.trim();
   else if (typeof value === "number" && Number.isSafeInteger(value)) text = String(value);
+  else if (isLosslessNumber(value) && /^-?\d+$/.test(value.value)) text = value.value;
   else if (value === undefined || value === null) return fail("sku", path, value, "is missing");
   else return fail("sku", path, value, "must be a string or an integer");
   if (text.length === 0) fail("sku", path, value, "is empty");
@@ -49,21 +70,40 @@ function toSku(value: unknown, path: string): string {
   return text;
 }
 
-function toPrice(value: unknown, path: string): string {
+function toPrice(value: unknown, path: string, field: CompiledField): string {
   let text: string;
-  if (typeof value === "string") text = value.trim();
-  else if (typeof value === "number") {
+  if (typeof value === "string") {
+    const decimal = withDecimalPoint(field, value.trim());
+    if (decimal === undefined)
+      return fail("price", path, value, "is not a decimal number with ',' as its separator");
+    text = decimal;
+  } else if (typeof value === "number") {
     if (!Number.isFinite(value)) fail("price", path, value, "is not a finite number");
-    if (value < 0) fail("price", path, value, "is negative");
-    // String(n) is the shortest exact round-trip form; exponent forms and >15 digits are refused below.
-    text = String(value);
-  } else if (value === undefined || value === null) return fail("price", path, value, "is missing");
+    // The page scan parsed this literal as a double only because the double holds its exact value.
+    text = Object.is(value, -0) ? "0" : String(value);
+  } else if (isLosslessNumber(value)) text = value.value;
+  else if (value === undefined || value === null) return fail("price", path, value, "is missing");
   else return fail("price", path, value, "must be a decimal string or a number");
-  if (!PRICE.test(text)) {
-    fail("price", path, value, "is not a non-negative decimal with at most 15 integer and 6 fraction digits");
+  if (text.length === 0) fail("price", path, value, "is empty");
+  if (text.length > MAX_PRICE_CHARS) {
+    fail("price", path, value, `is longer than ${MAX_PRICE_CHARS} characters (${text.length})`);
   }
-  if (typeof value === "number" && text.replace(".", "").replace(/^0+(?=\d)/, "").length > 15)
-    fail("price", path, value, "has more than 15 significant digits");
+  if (PLAIN_DECIMAL.test(text)) return text;
+  const sign = text.charCodeAt(0);
+  const negative = sign === 0x2d; /* - */
+  const match = DECIMAL.exec(negative || sign === 0x2b /* + */ ? text.slice(1) : text);
+  if (!match) return fail("price", path, value, "is not a decimal number");
+  const [, integer = "", fraction = "", exponentText] = match;
+  if (negative) {
+    if (/[1-9]/.test(integer + fraction)) fail("price", path, value, "is negative");
+    return "0";
+  }
+  if (exponentText !== undefined) {
+    // numeric accepts any exponent whose value fits its range; beyond it the page would fail.
+    if (!fitsNumeric(integer, fraction, Number(exponentText))) {
+      fail("price", path, value, "is out of the range of PostgreSQL numeric");
+    }
+  }
   return text;
 }
 
@@ -75,13 +115,19 @@ function toCurrency(value: unknown, path: string): string | null {
   return value.trim().toUpperCase();
 }
 
-function toStock(value: unknown, path: string): number | null {
+function toStock(value: unknown, path: string, field: CompiledField): number | null {
   if (value === undefined || value === null) return null;
   let n: number;
   if (typeof value === "number") n = value;
-  else if (typeof value === "string" && /^\s*-?\d+\s*$/.test(value)) n = Number(value);
+  else if (typeof value === "string") {
+    // An integral decimal (`12`, `12.0`, `1 234,00` with `decimalSeparator: ","`) is a stock.
+    const text = withDecimalPoint(field, value.trim());
+    n = text !== undefined && /^-?\d+(\.0+)?$/.test(text) ? Number(text) : Number.NaN;
+  }
+  // Only literals a double cannot hold arrive as LosslessNumber: too large, or not integral.
+  else if (isLosslessNumber(value)) n = /^-?\d+$/.test(value.value) ? Number(value.value) : Number.NaN;
   else return fail("stock", path, value, "is not an integer");
-  if (!Number.isSafeInteger(n)) fail("stock", path, value, "is not an integer");
+  if (!Number.isInteger(n)) fail("stock", path, value, "is not an integer");
   if (n < 0) fail("stock", path, value, "is negative");
   if (n > 2_147_483_647) fail("stock", path, value, "does not fit a 32-bit integer");
   return n;
@@ -96,22 +142,71 @@ function toName(value: unknown, path: string): string | null {
   return clean === "" ? null : clean;
 }
 
-/** Validates one record against the connector's field mapping. Never throws. */
+/** A field's value as read; `FieldReadError` (a failing expression) becomes a FieldError naming it. */
+function readRaw(name: string, field: CompiledField, raw: object): unknown {
+  try {
+    return field.read(raw);
+  } catch (err) {
+    if (err instanceof FieldReadError) throw new FieldError(`${name} (${field.source}) ${err.message}`);
+    throw err;
+  }
+}
+
+/** A field's value after `nullIf`. */
+function read(name: string, field: CompiledField, raw: object): unknown {
+  const value = readRaw(name, field, raw);
+  return isNulled(field, value) ? null : value;
+}
+
+function compiledFor(fields: FieldsDefinition | CompiledFields): CompiledFields {
+  return Array.isArray((fields as CompiledFields).attributes)
+    ? (fields as CompiledFields)
+    : compileFields(fields as FieldsDefinition);
+}
+
+function toAttributes(fields: CompiledFields, raw: object): Record<string, unknown> | null {
+  if (fields.attributes.length === 0) return null;
+  let attributes: Record<string, unknown> | null = null;
+  for (const [name, field] of fields.attributes) {
+    const value = read(`attributes.${name}`, field, raw);
+    if (value === undefined || value === null) continue;
+    attributes ??= {};
+    attributes[name] = value;
+  }
+  if (attributes !== null) {
+    const bytes = Buffer.byteLength(stringifyForJsonb(attributes, (text) => text) ?? "");
+    if (bytes > MAX_ATTRIBUTES_BYTES) {
+      throw new FieldError(`attributes are larger than ${MAX_ATTRIBUTES_BYTES} bytes of JSON (${bytes})`);
+    }
+  }
+  return attributes;
+}
+
+/**
+ * Validates one record against the connector's field mapping (plain dot paths, or
+ * field specs compiled by {@link compileFields}). Never throws.
+ */
 export function normalizeRecord(
   raw: unknown,
-  fields: FieldsDefinition,
+  fields: FieldsDefinition | CompiledFields,
 ): { offer: Offer } | { reject: Reject } {
+  const mapping = compiledFor(fields);
   try {
     if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
       throw new FieldError(`record is not an object: ${show(raw)}`);
     }
+    const { sku, price, currency, stock, name } = mapping;
+    const priceValue = readRaw("price", price, raw);
     const offer: Offer = {
-      sku: toSku(readDotPath(raw, fields.sku), fields.sku),
-      price: toPrice(readDotPath(raw, fields.price), fields.price),
-      currency: fields.currency ? toCurrency(readDotPath(raw, fields.currency), fields.currency) : null,
-      stock: fields.stock ? toStock(readDotPath(raw, fields.stock), fields.stock) : null,
-      name: fields.name ? toName(readDotPath(raw, fields.name), fields.name) : null,
+      sku: toSku(read("sku", sku, raw), sku.source),
+      // Null only through nullIf (a price on request); a missing price is a reject.
+      price: isNulled(price, priceValue) ? null : toPrice(priceValue, price.source, price),
+      currency: currency ? toCurrency(read("currency", currency, raw), currency.source) : null,
+      stock: stock ? toStock(read("stock", stock, raw), stock.source, stock) : null,
+      name: name ? toName(read("name", name, raw), name.source) : null,
     };
+    const attributes = toAttributes(mapping, raw);
+    if (attributes !== null) offer.attributes = attributes;
     return { offer };
   } catch (err) {
     if (err instanceof FieldError) return { reject: { reason: err.message, raw } };
@@ -122,12 +217,13 @@ export function normalizeRecord(
 /** Splits a page's records into offers and rejects, in order. */
 export function normalizeRecords(
   records: readonly unknown[],
-  fields: FieldsDefinition,
+  fields: FieldsDefinition | CompiledFields,
 ): { offers: Offer[]; rejects: Reject[] } {
+  const mapping = compiledFor(fields);
   const offers: Offer[] = [];
   const rejects: Reject[] = [];
   for (const raw of records) {
-    const result = normalizeRecord(raw, fields);
+    const result = normalizeRecord(raw, mapping);
     if ("offer" in result) offers.push(result.offer);
     else rejects.push(result.reject);
   }

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { ConnectorDefinition } from "../config/connector-schema.js";
 import { IngestionError } from "../platform/errors.js";
+import { isLosslessNumber } from "../platform/exact-json.js";
 import { readDotPath } from "./dot-path.js";
 import type { OriginPolicy } from "./origin.js";
 
@@ -93,7 +94,8 @@ export function nextPageUrl(def: ConnectorDefinition, origins: OriginPolicy, pag
         where = `cursorPath ${JSON.stringify(p.cursorPath)}`;
       }
       if (cursor === undefined || cursor === null || cursor === "") return null;
-      if (typeof cursor !== "string" && typeof cursor !== "number") {
+      // A long numeric id a double cannot hold arrives as its text (LosslessNumber), kept exact.
+      if (typeof cursor !== "string" && typeof cursor !== "number" && !isLosslessNumber(cursor)) {
         throw new IngestionError("CONTRACT", `cursor at ${where} is ${typeof cursor}, not a string`);
       }
       const text = String(cursor);

@@ -3,6 +3,7 @@ import fc from "fast-check";
 import t from "tap";
 import { connectorDefinitionSchema } from "../config/connector-schema.js";
 import { ConfigError, IngestionError } from "../platform/errors.js";
+import { LosslessNumber } from "../platform/exact-json.js";
 import { readDotPath } from "./dot-path.js";
 import { decodeJsonPage, scanJsonLimits } from "./json-body.js";
 import { normalizeRecord } from "./normalize.js";
@@ -28,18 +29,100 @@ t.test("normalizeRecord accepts and converts", async (t) => {
   });
 });
 
+t.test("normalizeRecord keeps every digit of a price", async (t) => {
+  const priceOf = (price: unknown) => {
+    const result = normalizeRecord({ sku: "a", price }, FIELDS);
+    return "offer" in result ? result.offer.price : result.reject.reason;
+  };
+  // Strings are kept as sent (trimmed): numeric stores them digit for digit.
+  for (const text of [
+    "0.000345",
+    "68674.6235934470499303",
+    "12345678901234567890.12345678901234567890",
+    "1.5e3",
+    "2E-7",
+    "1.50",
+    "+7",
+    "007.25",
+    `1.${"0".repeat(97)}1`,
+    "1e131071",
+    "1e-16383",
+  ]) {
+    t.equal(priceOf(text), text, text.slice(0, 40));
+  }
+  t.equal(priceOf(" 7.50 "), "7.50", "trimmed");
+  t.equal(priceOf("-0.00"), "0", "negative zero is zero");
+  // Literals a double cannot hold arrive as LosslessNumber (the page scan decides), kept as text.
+  t.equal(priceOf(new LosslessNumber("4821.1234567890123457")), "4821.1234567890123457");
+  t.equal(priceOf(new LosslessNumber("123456789012345678901234567890")), "123456789012345678901234567890");
+  t.equal(priceOf(new LosslessNumber("1e400")), "1e400");
+  // Doubles reach normalisation only when they hold the literal's exact value.
+  t.equal(priceOf(1500), "1500", "1.5e3 parsed as a double");
+  t.equal(priceOf(2e-7), "2e-7");
+  t.equal(priceOf(1e21), "1e+21");
+  t.equal(priceOf(12345678901234.56), "12345678901234.56");
+  t.equal(priceOf(-0), "0");
+  t.equal(priceOf(new LosslessNumber("1e-400")), "1e-400");
+});
+
+t.test("normalizeRecord: SKUs and stock as number literals a double cannot hold", async (t) => {
+  t.same(normalizeRecord({ sku: new LosslessNumber("12345678901234567890"), price: "1" }, FIELDS), {
+    offer: { sku: "12345678901234567890", price: "1", currency: null, stock: null, name: null },
+  });
+  const stock = (value: unknown) => {
+    const result = normalizeRecord({ sku: "a", price: "1", stock: value }, FIELDS);
+    return "offer" in result ? result.offer.stock : result.reject.reason;
+  };
+  t.match(
+    stock(new LosslessNumber("12345678901234567890")),
+    /^stock \(stock\) does not fit a 32-bit integer: 12345678901234567890$/,
+  );
+  t.match(
+    stock(new LosslessNumber("7.0000000000000000001")),
+    /^stock \(stock\) is not an integer: 7\.0000000000000000001$/,
+  );
+  t.match(stock(1e20), /does not fit a 32-bit integer/);
+  t.match(normalizeRecord({ sku: new LosslessNumber("1.00000000000000000001"), price: "1" }, FIELDS), {
+    reject: { reason: /^sku \(sku\) must be a string or an integer: 1\.00000000000000000001$/ },
+  });
+});
+
 t.test("normalizeRecord rejects with a reason naming field and value", async (t) => {
   const cases: [unknown, RegExp][] = [
     [{ price: "1" }, /^sku \(sku\) is missing/],
     [{ sku: "", price: "1" }, /^sku \(sku\) is empty/],
     [{ sku: 1.5, price: "1" }, /^sku \(sku\) must be a string or an integer: 1\.5/],
-    [{ sku: "a", price: "-1" }, /^price \(price\) is not a non-negative decimal.*"-1"/],
+    [{ sku: "a", price: "-1" }, /^price \(price\) is negative: "-1"/],
     [{ sku: "a", price: -1 }, /^price \(price\) is negative: -1/],
-    [{ sku: "a", price: 1e21 }, /^price \(price\) is not a non-negative decimal.*1e\+21/],
-    [{ sku: "a", price: 1.5e-7 }, /^price \(price\) is not a non-negative decimal/],
-    [{ sku: "a", price: 12345678901234.56 }, /more than 15 significant digits/],
-    [{ sku: "a", price: "1.1234567" }, /^price/],
-    [{ sku: "a", price: "1,50" }, /^price.*"1,50"/],
+    [{ sku: "a", price: "-0.5e3" }, /^price \(price\) is negative: "-0\.5e3"/],
+    [
+      { sku: "a", price: new LosslessNumber("-12345678901234567890.5") },
+      /^price.*is negative: -12345678901234567890\.5/,
+    ],
+    [{ sku: "a", price: "abc" }, /^price \(price\) is not a decimal number: "abc"/],
+    [{ sku: "a", price: "1.2.3" }, /^price \(price\) is not a decimal number: "1\.2\.3"/],
+    [{ sku: "a", price: "12,5" }, /^price \(price\) is not a decimal number: "12,5"/],
+    [{ sku: "a", price: "1 234" }, /^price \(price\) is not a decimal number: "1 234"/],
+    [{ sku: "a", price: "" }, /^price \(price\) is empty: ""/],
+    [{ sku: "a", price: "   " }, /^price \(price\) is empty/],
+    [
+      { sku: "a", price: "9".repeat(101) },
+      /^price \(price\) is longer than 100 characters \(101\): "9{64}…"/,
+    ],
+    [{ sku: "a", price: "NaN" }, /^price \(price\) is not a decimal number: "NaN"/],
+    [{ sku: "a", price: "Infinity" }, /^price \(price\) is not a decimal number: "Infinity"/],
+    [{ sku: "a", price: "-Infinity" }, /^price \(price\) is not a decimal number: "-Infinity"/],
+    [{ sku: "a", price: "0x1A" }, /^price \(price\) is not a decimal number: "0x1A"/],
+    [{ sku: "a", price: "1e" }, /^price \(price\) is not a decimal number/],
+    [{ sku: "a", price: ".5" }, /^price \(price\) is not a decimal number/],
+    [
+      { sku: "a", price: "1e131072" },
+      /^price \(price\) is out of the range of PostgreSQL numeric: "1e131072"/,
+    ],
+    [{ sku: "a", price: "1.5e-16383" }, /^price \(price\) is out of the range of PostgreSQL numeric/],
+    [{ sku: "a", price: Number.NaN }, /^price \(price\) is not a finite number/],
+    [{ sku: "a", price: true }, /^price \(price\) must be a decimal string or a number: true/],
+    [{ sku: "a" }, /^price \(price\) is missing/],
     [{ sku: "a", price: "1", cur: "EURO" }, /^currency \(cur\) is not a 3-letter ISO 4217 code: "EURO"/],
     [{ sku: "a", price: "1", stock: -3 }, /^stock \(stock\) is negative: -3/],
     [{ sku: "a", price: "1", stock: 2.5 }, /^stock \(stock\) is not an integer: 2\.5/],
@@ -100,6 +183,80 @@ t.test("scanJsonLimits counts exactly what JSON.parse finds, whatever the string
       },
     ),
     { numRuns: 500 },
+  );
+});
+
+t.test("scanJsonLimits flags exactly the pages with a number literal a double would change", async (t) => {
+  const limits = { maxDepth: 64, maxRecords: 100, recordsPath: "" };
+  const flagged = (text: string) => scanJsonLimits(text, limits).inexactNumbers;
+  for (const exact of [
+    "[1,-2,0.1,1.50,19.99]",
+    "[1.5e3,2E-7,1e21]",
+    "[123456789012345]",
+    '["12345678901234567890"]',
+  ]) {
+    t.notOk(flagged(exact), exact);
+  }
+  for (const inexact of [
+    "[4821.1234567890123457]",
+    "[12345678901234567890]",
+    '[1,{"a":[9007199254740993]}]',
+    "[1e400]",
+    "[1e-400]",
+    "[0.10000000000000000001]",
+  ]) {
+    t.ok(flagged(inexact), inexact);
+  }
+  // Property: the flag is set iff some literal's double differs in value from the literal.
+  const literal = fc.oneof(
+    fc.integer().map(String),
+    fc.double({ noNaN: true, noDefaultInfinity: true }).map((d) => JSON.stringify(d)),
+    fc
+      .tuple(
+        fc.stringMatching(/^[1-9]\d{0,30}$/),
+        fc.stringMatching(/^\d{0,30}$/),
+        fc.integer({ min: -400, max: 400 }),
+      )
+      .map(([i, f, e]) => `${i}${f ? `.${f}` : ""}${e ? `e${e}` : ""}`),
+  );
+  fc.assert(
+    fc.property(fc.array(literal, { maxLength: 6 }), (literals) => {
+      const text = `[${literals.join(",")}]`;
+      const lossy = literals.some((l) => !sameValue(l, String(Number(l))));
+      if (flagged(text) !== lossy) throw new Error(`${text}: flagged ${!lossy}`);
+    }),
+    { numRuns: 2_000 },
+  );
+});
+
+/** Decimal value equality of two number texts, by their significant digits and the leading digit's power. */
+function sameValue(a: string, b: string): boolean {
+  const norm = (s: string) => {
+    const m = /^(-?)(\d+)(?:\.(\d+))?(?:e([+-]?\d+))?$/i.exec(s);
+    if (!m) return s;
+    const [, sign, int = "", frac = "", exp = "0"] = m;
+    const digits = int + frac;
+    const lead = digits.search(/[1-9]/);
+    if (lead < 0) return "0";
+    return `${sign}${digits.slice(lead).replace(/0+$/, "")}@${int.length - lead + Number(exp)}`;
+  };
+  return norm(a) === norm(b);
+}
+
+t.test("decodeJsonPage keeps the text of number literals a double would change", async (t) => {
+  const limits = { maxDepth: 64, maxRecords: 10, recordsPath: "items" };
+  const body = '{"items":[{"p":4821.1234567890123457,"q":1.5,"s":7},{"p":1.5e3,"p":2}]}';
+  const { records } = decodeJsonPage(Buffer.from(body), "application/json", limits);
+  const [first, second] = records as Record<string, unknown>[];
+  t.ok(first?.p instanceof LosslessNumber, "inexact literal kept as text");
+  t.equal(String(first?.p), "4821.1234567890123457");
+  t.equal(first?.q, 1.5, "exact literals stay numbers");
+  t.equal(first?.s, 7);
+  t.equal(second?.p, 2, "a repeated key: the last wins, as with JSON.parse");
+  t.same(decodeJsonPage(Buffer.from('{"items":[1.25]}'), "application/json", limits).records, [1.25]);
+  t.throws(
+    () => decodeJsonPage(Buffer.from('{"items":[12345678901234567890,'), "application/json", limits),
+    /not valid JSON/,
   );
 });
 

@@ -15,11 +15,14 @@ import type { Logger } from "../platform/logger.js";
 export interface Offer {
   sku: string;
   name: string | null;
-  price: string;
+  /** Null only when the connector's `nullIf` made it so: a price on request. */
+  price: string | null;
   /** ISO 4217 code, upper case, or null when the connector maps no currency. */
   currency: string | null;
   /** Non-negative integer or null. */
   stock: number | null;
+  /** Further supplier data (`attributes` of the connector), null or absent when none. */
+  attributes?: Record<string, unknown> | null;
 }
 
 /** A record that failed validation: kept with its raw payload, never dropped. */

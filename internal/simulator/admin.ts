@@ -120,6 +120,7 @@ export const supplierOptionsSchema = z.strictObject({
     .optional(),
   invalidRate: z.number().min(0).max(1).optional(),
   renameField: z.strictObject({ from: z.string().min(1), to: z.string().min(1) }).optional(),
+  priceFormat: z.enum(["string", "number"]).optional(),
   faults: faultsSchema.optional(),
   envelope: z.boolean().optional(),
   compression: z.enum(["gzip", "deflate", "deflate-raw", "br"]).optional(),
@@ -132,6 +133,7 @@ const mutationSchema = z.strictObject({
   remove: z.number().int().min(0).optional(),
   add: z.number().int().min(0).optional(),
   reset: z.boolean().optional(),
+  setPrices: z.record(z.string(), z.string().regex(/^\d+(\.\d+)?([eE][+-]?\d+)?$/)).optional(),
 }) satisfies z.ZodType<SimulatorMutation>;
 
 /** What the admin API needs from the simulator. */

@@ -63,6 +63,8 @@ export class Catalog {
   private segments: [number, number][] = [];
   private nextIndex = 0;
   private readonly versions = new Map<number, number>();
+  /** Offer index → price text set by `setPrices`; cleared by a version change. */
+  private readonly priceTexts = new Map<number, string>();
   /** Position (mod live count) where the next `changePrices` starts. */
   private priceCursor = 0;
   private live = 0;
@@ -84,6 +86,7 @@ export class Catalog {
     this.segments = this.size > 0 ? [[0, this.size]] : [];
     this.nextIndex = this.size;
     this.versions.clear();
+    this.priceTexts.clear();
     this.priceCursor = 0;
     this.live = this.size;
   }
@@ -93,6 +96,24 @@ export class Catalog {
     if (m.changePrices) this.changePrices(m.changePrices);
     if (m.remove) this.remove(m.remove);
     if (m.add) this.add(m.add);
+    if (m.setPrices) this.setPrices(m.setPrices);
+  }
+
+  /** Serves `price` for the offer of each SKU; a SKU this catalog never had is a RangeError. */
+  setPrices(prices: Record<string, string>): void {
+    for (const [sku, price] of Object.entries(prices)) {
+      const index = this.indexOfSku(sku);
+      if (index === undefined)
+        throw new RangeError(`setPrices: ${JSON.stringify(sku)} is not a SKU of this catalog`);
+      this.priceTexts.set(index, price);
+    }
+  }
+
+  private indexOfSku(sku: string): number | undefined {
+    const prefix = `${this.supplier.toUpperCase()}-`;
+    if (!sku.startsWith(prefix) || !/^\d+$/.test(sku.slice(prefix.length))) return undefined;
+    const index = Number(sku.slice(prefix.length));
+    return index < this.nextIndex && skuOf(this.supplier, index) === sku ? index : undefined;
   }
 
   changePrices(k: number): void {
@@ -100,6 +121,7 @@ export class Catalog {
     for (let i = 0; i < k; i++) {
       const index = this.indexAt(this.priceCursor % this.live);
       this.versions.set(index, (this.versions.get(index) ?? 0) + 1);
+      this.priceTexts.delete(index);
       this.priceCursor = (this.priceCursor + 1) % this.live;
     }
   }
@@ -179,10 +201,12 @@ export class Catalog {
     let cents = base % 99_900;
     for (let v = 1; v <= version; v++) cents = (cents + 1 + (hash3(this.seed, index, v) % 500)) % 99_900;
     cents += 100;
+    const value =
+      this.priceTexts.get(index) ?? `${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, "0")}`;
     return {
       article: skuOf(this.supplier, index),
       title: `${this.label} offer ${index}`,
-      price: { value: `${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, "0")}`, currency: "EUR" },
+      price: { value, currency: "EUR" },
       stock: { total: mix(base ^ 0x5bd1e995) % 1000 },
     };
   }

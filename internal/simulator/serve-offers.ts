@@ -9,7 +9,7 @@ import {
   sendTruncated,
   streamOversized,
 } from "./respond.js";
-import type { SupplierState } from "./supplier.js";
+import { pageText, type SupplierState } from "./supplier.js";
 
 export interface ServeOffersContext {
   state: SupplierState;
@@ -67,7 +67,7 @@ export async function serveOffers(ctx: ServeOffersContext): Promise<void> {
         return;
       }
       case "truncate":
-        sendTruncated(res, JSON.stringify(buildPage(state, req, state.faults.current).body));
+        sendTruncated(res, pageText(state, buildPage(state, req, state.faults.current).body));
         return;
       case "invalidJson":
         sendBody(res, stats, 200, '{"data":{"items":[{"article":"BROKEN",', {
@@ -98,7 +98,7 @@ export async function serveOffers(ctx: ServeOffersContext): Promise<void> {
   const body = state.envelope
     ? { status: { code: 200, message: "OK" }, ...(page.body as Record<string, unknown>) }
     : page.body;
-  sendCompressed(res, stats, 200, JSON.stringify(body), state.compression, ctx.acceptEncoding ?? "", {
+  sendCompressed(res, stats, 200, pageText(state, body), state.compression, ctx.acceptEncoding ?? "", {
     "content-type": contentType ?? "application/json",
     ...page.headers,
   });

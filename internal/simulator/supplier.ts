@@ -6,6 +6,17 @@ import { TokenIssuer, type Verdict } from "./sessions.js";
 import { SupplierStats } from "./stats.js";
 import type { SimAuth, SimPagination, SimulatorRecord, SimulatorSupplierOptions } from "./types.js";
 
+/**
+ * The JSON text of a page body. With `priceFormat: "number"` every `price.value` is
+ * written as a number literal of the same digits: `JSON.stringify` could only write
+ * the nearest double. `"value":"` occurs in the text only as that key (a quote inside
+ * a string is escaped), and the simulator's price texts are plain decimals.
+ */
+export function pageText(state: SupplierState, body: unknown): string {
+  const text = JSON.stringify(body);
+  return state.priceFormat === "number" ? text.replace(/"value":"([0-9.eE+-]+)"/g, '"value":$1') : text;
+}
+
 /** Everything the simulator keeps for one supplier. Replaced whole by `configure`. */
 export class SupplierState {
   readonly catalog: Catalog;
@@ -22,6 +33,7 @@ export class SupplierState {
   readonly sizeParam: string;
   /** The login or token endpoint, for session and OAuth2 auth. */
   readonly issuer: TokenIssuer | undefined;
+  readonly priceFormat: "string" | "number";
   private readonly bucket: TokenBucket | undefined;
 
   constructor(
@@ -45,6 +57,7 @@ export class SupplierState {
       this.auth.type === "session" || this.auth.type === "oauth2"
         ? new TokenIssuer(name, this.auth, this.stats, now)
         : undefined;
+    this.priceFormat = options.priceFormat ?? "string";
     this.bucket = options.rateLimit
       ? new TokenBucket(options.rateLimit.requestsPerSecond, options.rateLimit.burst, now)
       : undefined;

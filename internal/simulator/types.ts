@@ -134,6 +134,12 @@ export interface SimulatorSupplierOptions {
   invalidRate?: number;
   /** Schema drift: serve the field at dot path `from` under dot path `to` instead. */
   renameField?: { from: string; to: string };
+  /**
+   * How `price.value` is served: a JSON string (default, `"12.50"`) or a JSON number
+   * literal with exactly the same digits (`12.50`, `4821.1234567890123457`), as
+   * suppliers that send prices as numbers do.
+   */
+  priceFormat?: "string" | "number";
   faults?: SimulatorFaults;
   /** Wrap every catalog answer ETM-style: `{status: {code: 200, message: "OK"}, data: …}`. */
   envelope?: boolean;
@@ -154,6 +160,11 @@ export interface SimulatorMutation {
   add?: number;
   /** Back to the pristine catalog (applied before the other fields). */
   reset?: boolean;
+  /**
+   * Serve these exact price texts (SKU → decimal text, any number of digits) instead
+   * of the generated prices, until a `reset` or the next `changePrices` of that offer.
+   */
+  setPrices?: Record<string, string>;
 }
 
 export interface SimulatorWalk {

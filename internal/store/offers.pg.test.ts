@@ -410,3 +410,97 @@ t.test(
     );
   },
 );
+
+t.test("price on request and attributes: stored, compared, observed once per change", async (t) => {
+  const { pool, client } = await setup(t);
+  const base: Offer = { sku: "A", name: "cable", price: null, currency: "RUB", stock: 3 };
+  const plain: Offer = { sku: "B", name: "plain", price: "2.00", currency: "RUB", stock: 1 };
+  const step = async (offers: Offer[]) => {
+    const runId = await newRun(client);
+    const counts = await commitPage(client, {
+      runId,
+      supplier: SUPPLIER,
+      page: { seq: 1, offers, rejects: [], httpAttempts: 1 },
+    });
+    return { runId, counts };
+  };
+  const observations = (sku: string) =>
+    count(pool, "select count(*)::int as n from supplier_offer_observations where sku = $1", [sku]);
+
+  const first = await step([base, plain]);
+  t.equal(first.counts.inserted, 2);
+  const { rows: stored } = await pool.query(
+    "select sku, price, attributes, content_hash from supplier_offers order by sku",
+  );
+  t.equal(stored[0].price, null, "a price on request is stored null");
+  t.equal(stored[1].attributes, null, "no attributes: null");
+  // The hash of an offer without attributes is the one the schema always computed.
+  const { rows: legacy } = await pool.query(
+    `select md5(concat_ws(',', quote_nullable('plain'::text), trim_scale(2.00::numeric)::text,
+                          quote_nullable('RUB'::text), quote_nullable(1))) as h`,
+  );
+  t.equal(stored[1].content_hash, legacy[0].h, "hash without attributes unchanged by the migration");
+
+  t.equal((await step([base, plain])).counts.unchanged, 2, "null price again: unchanged");
+  t.equal(await observations("A"), 1);
+
+  const priced = await step([{ ...base, price: "1500.00" }, plain]);
+  t.equal(priced.counts.updated, 1, "a real price after a price on request is one change");
+  t.equal(await observations("A"), 2, "and exactly one observation");
+
+  const attrs = { brand: "IEK", vat: 20, stores: { msk: 3, spb: 0 } };
+  t.equal(
+    (await step([{ ...base, price: "1500", attributes: attrs }, plain])).counts.updated,
+    1,
+    "attributes added",
+  );
+  t.equal(await observations("A"), 3);
+  const reordered = { stores: { spb: 0, msk: 3 }, vat: 20, brand: "IEK" };
+  t.equal(
+    (await step([{ ...base, price: "1500.0", attributes: reordered }, plain])).counts.unchanged,
+    2,
+    "same attributes in another key order, same price: unchanged",
+  );
+  const changed = await step([{ ...base, price: "1500", attributes: { ...attrs, vat: 10 } }, plain]);
+  t.equal(changed.counts.updated, 1, "an attribute change is a change");
+  t.equal(await observations("A"), 4, "and one observation");
+  const { rows: last } = await pool.query(
+    "select price::text, attributes from supplier_offer_observations where sku = 'A' and run_id = $1",
+    [changed.runId],
+  );
+  t.same(
+    last,
+    [{ price: "1500", attributes: { ...attrs, vat: 10 } }],
+    "the observation records the attributes",
+  );
+  const cleared = await step([{ ...base, price: "1500" }, plain]);
+  t.equal(cleared.counts.updated, 1, "attributes gone is a change");
+  t.equal(
+    (await pool.query("select attributes from supplier_offers where sku = 'A'")).rows[0].attributes,
+    null,
+  );
+});
+
+t.test("attribute values that jsonb must take as they are", async (t) => {
+  const { pool, client } = await setup(t);
+  const runId = await newRun(client);
+  const attributes = { quote: 'a"b\\c', nul: "x\u0000y", unicode: "Цена", nested: [1, { deep: null }] };
+  await commitPage(client, {
+    runId,
+    supplier: SUPPLIER,
+    page: {
+      seq: 1,
+      offers: [
+        { sku: "N", name: null, price: "1", currency: null, stock: null },
+        { sku: "Q", name: null, price: "1", currency: null, stock: null, attributes },
+      ],
+      rejects: [],
+      httpAttempts: 1,
+    },
+  });
+  const { rows } = await pool.query("select sku, attributes from supplier_offers order by sku");
+  t.same(rows, [
+    { sku: "N", attributes: null },
+    { sku: "Q", attributes: { ...attributes, nul: "x\uFFFDy" } },
+  ]);
+});

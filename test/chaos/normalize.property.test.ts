@@ -14,7 +14,13 @@ function assertValidOffer(offer: Offer): void {
   if (offer.sku.length === 0 || offer.sku.length > 256 || offer.sku !== offer.sku.trim()) {
     throw new Error(`bad sku ${JSON.stringify(offer.sku)}`);
   }
-  if (!/^\d{1,15}(\.\d{1,6})?$/.test(offer.price)) throw new Error(`bad price ${offer.price}`);
+  // No nullIf in these fields: a price is never null.
+  if (
+    offer.price === null ||
+    offer.price.length > 100 ||
+    !/^\+?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(offer.price)
+  )
+    throw new Error(`bad price ${offer.price}`);
   if (offer.currency !== null && !/^[A-Z]{3}$/.test(offer.currency))
     throw new Error(`bad currency ${offer.currency}`);
   if (
@@ -104,7 +110,7 @@ scenario(
       () =>
         fc.assert(
           fc.property(
-            fc.stringMatching(/^\d{1,15}(\.\d{1,6})?$/),
+            fc.stringMatching(/^\d{1,40}(\.\d{1,40})?([eE][+-]?\d{1,3})?$/),
             fc.stringMatching(/^[A-Z]{2}-\d{1,6}$/),
             (price, sku) => {
               const r = normalizeRecord({ article: sku, price: { value: price, currency: "EUR" } }, fields);
