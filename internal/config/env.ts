@@ -140,6 +140,26 @@ function parseDurationVar(name: string, value: string | undefined, fallback: str
   return ms;
 }
 
+/** Test-only: shifts this process's host clock, to prove that slots follow the database's clock. */
+export const TEST_CLOCK_SKEW_VAR = "SUPPLIER_SYNC_TEST_CLOCK_SKEW";
+
+function parseClockSkew(value: string | undefined, production: boolean): number {
+  if (value === undefined) return 0;
+  if (production) {
+    throw new ConfigError(
+      `${TEST_CLOCK_SKEW_VAR} is for tests only and must be unset when NODE_ENV=production`,
+    );
+  }
+  const negative = value.startsWith("-");
+  const ms = parseDuration(negative ? value.slice(1) : value);
+  if (ms === undefined || ms > MAX_RETRY_BACKOFF_MS) {
+    throw new ConfigError(
+      `${TEST_CLOCK_SKEW_VAR} ${quoteToken(value)} must be a duration of at most 1d, optionally negative (e.g. 90s, -90s)`,
+    );
+  }
+  return negative ? -ms : ms;
+}
+
 function parseLogLevel(value: string | undefined): string {
   const level = (value ?? DEFAULTS.logLevel).toLowerCase();
   if (!(LOG_LEVELS as readonly string[]).includes(level)) {
@@ -205,6 +225,7 @@ export function loadConfig(
     MAX_RETRY_BACKOFF_MS,
   );
   const logLevel = parseLogLevel(present(env, "SUPPLIER_SYNC_LOG_LEVEL"));
+  const testClockSkewMs = parseClockSkew(present(env, TEST_CLOCK_SKEW_VAR), production);
 
   // A copy, so later mutation of the caller's object (or of process.env) changes nothing.
   const snapshot = new Map(Object.entries(env));
@@ -219,6 +240,7 @@ export function loadConfig(
     retryBackoffMs,
     logLevel,
     production,
+    testClockSkewMs,
     readSecretEnv: (name) => snapshot.get(name),
   };
 }
