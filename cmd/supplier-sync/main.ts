@@ -5,7 +5,7 @@
  */
 import { buildApp } from "../../internal/app/app.js";
 import { formatCheckConfig } from "../../internal/config/check-config.js";
-import { loadConnectors } from "../../internal/config/connectors.js";
+import { loadConnector, loadConnectors } from "../../internal/config/connectors.js";
 import { loadConfig } from "../../internal/config/env.js";
 import type { Config, SupplierConfig } from "../../internal/config/types.js";
 import { ConfigError, errorMessage, InfraError } from "../../internal/platform/errors.js";
@@ -13,6 +13,7 @@ import { tuneHeapGrowth } from "../../internal/platform/heap.js";
 import { createLogger } from "../../internal/platform/logger.js";
 import { safeText } from "../../internal/platform/redact.js";
 import { readVersion } from "../../internal/platform/version.js";
+import { formatPreview, previewConnector } from "../../internal/preview/preview.js";
 import { formatRunsTable, withDuration } from "../../internal/store/format-runs.js";
 import { listRuns } from "../../internal/store/run-queries.js";
 import { type Command, parseArgs, USAGE } from "./cli.js";
@@ -41,6 +42,7 @@ async function run(command: Command): Promise<number> {
     process.stdout.write(`supplier-sync ${readVersion()}\n`);
     return EXIT_OK;
   }
+  if (command.kind === "preview") return runPreview(command);
   const dbOnly = command.kind === "runs" || command.kind === "migrate";
   const config = loadConfig(process.env, process.cwd(), { suppliers: dbOnly ? "ignored" : "required" });
   if (command.kind === "check-config") {
@@ -88,6 +90,27 @@ async function run(command: Command): Promise<number> {
     onSignal?.();
     await app.stop();
   }
+}
+
+/** `preview`: no database, no lease; logs go to stderr so stdout is the report alone. */
+async function runPreview(command: Extract<Command, { kind: "preview" }>): Promise<number> {
+  const config = loadConfig(process.env, process.cwd(), { suppliers: "optional" });
+  const status = loadConnector(config, command.name);
+  if (status.status === "missing") {
+    throw new ConfigError(`no connector definition for "${command.name}" at ${status.path}`);
+  }
+  if (status.status === "invalid") throw new ConfigError(`${status.path}: ${status.reason}`);
+  const log = createLogger({ level: config.logLevel, stderr: true });
+  const { report, ok } = await previewConnector({
+    supplier: command.name,
+    definition: status.definition,
+    connectorsDir: config.connectorsDir,
+    readSecretEnv: config.readSecretEnv,
+    steps: command.steps,
+    log,
+  });
+  process.stdout.write(`${formatPreview(report, command.json)}\n`);
+  return ok ? EXIT_OK : EXIT_TICK_FAILED;
 }
 
 async function runDaemon(app: ReturnType<typeof buildApp>): Promise<number> {

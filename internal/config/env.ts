@@ -174,14 +174,15 @@ function parseLogLevel(value: string | undefined): string {
  * Builds the validated configuration from `env` (the caller passes `process.env`)
  * and `cwd` (against which a relative connectors folder is resolved). With
  * `suppliers: "ignored"` (the `runs` and `migrate` commands) the supplier list and
- * the retired variables are not read, and `suppliers` is empty.
+ * the retired variables are not read, and `suppliers` is empty; with
+ * `suppliers: "optional"` (`preview`) an unset list is accepted (a set one is still checked).
  *
  * @throws ConfigError naming the offending variable and its (redacted) value.
  */
 export function loadConfig(
   env: Record<string, string | undefined>,
   cwd: string,
-  options: { suppliers?: "required" | "ignored" } = {},
+  options: { suppliers?: "required" | "optional" | "ignored" } = {},
 ): Config {
   // `runs` and `migrate` need only DATABASE_URL (DESIGN §2): they read no supplier at all.
   const ignoreSuppliers = options.suppliers === "ignored";
@@ -194,7 +195,11 @@ export function loadConfig(
     }
   }
   const production = env["NODE_ENV"] === "production";
-  const suppliers = ignoreSuppliers ? [] : parseSuppliers(env[SUPPLIERS_VAR]);
+  // `preview` works from the connector file alone: the supplier list may be absent.
+  const suppliers =
+    ignoreSuppliers || (options.suppliers === "optional" && present(env, SUPPLIERS_VAR) === undefined)
+      ? []
+      : parseSuppliers(env[SUPPLIERS_VAR]);
   const databaseUrl = parseDatabaseUrl(present(env, "DATABASE_URL"), production);
   const connectorsDir = resolve(cwd, present(env, "SUPPLIER_SYNC_CONNECTORS_DIR") ?? DEFAULTS.connectorsDir);
   const httpAddr = parseHttpAddr(present(env, "SUPPLIER_SYNC_HTTP_ADDR") ?? DEFAULTS.httpAddr);

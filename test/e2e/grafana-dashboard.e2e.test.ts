@@ -20,6 +20,7 @@ const TOPICS: Record<string, string> = {
   "HTTP codes": "ingestion_http_requests_total",
   retries: "ingestion_http_retries_total",
   "rate-limit waits": "ingestion_rate_limit_wait_seconds_total",
+  logins: "ingestion_auth_logins_total",
 };
 
 const FUNCTIONS_AND_KEYWORDS = new Set([
