@@ -1,5 +1,7 @@
 // Session logins, OAuth2 client credentials and query keys against the simulator on loopback (issue 16).
 import t from "tap";
+import { createTestDatabase, testPool } from "../../test/helpers/db.js";
+import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
 import { IngestionError } from "../platform/errors.js";
 import { startSimulator } from "../simulator/index.js";
 import type { SimSessionAuth, Simulator, SimulatorSupplierOptions } from "../simulator/types.js";
@@ -132,9 +134,12 @@ t.test("session: three consecutive ticks never break the login rate limit", asyn
     { ttlMs: 1, minLoginIntervalMs: 400 },
     { pagination: { type: "none" } },
   );
-  const c = buildConnector(t, def, { readSecretEnv });
+  // The daemon keeps one connector per supplier for its lifetime: three ticks are three real
+  // runTick calls (lease, run row, page transaction) on one connector.
+  const c = buildConnector(t, def, { readSecretEnv, supplier: "etm" });
+  const deps = tickDeps(testPool(t, await createTestDatabase(t), 4), c.log);
   const started = Date.now();
-  for (let i = 0; i < 3; i++) await collectPages(c.connector, walkContext(c.log));
+  for (let i = 0; i < 3; i++) t.equal((await forcedTick(deps, "etm", c.connector)).outcome, "success");
   const stats = sim.stats("etm");
   t.equal(stats.logins, 3);
   t.equal(stats.loginViolations, 0, "no login sooner than minLoginIntervalMs");
