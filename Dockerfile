@@ -12,7 +12,7 @@
 # The default command is the daemon. Embedded PostgreSQL (a dev dependency) is not in
 # the image: DATABASE_URL is required (NODE_ENV=production makes its absence exit 2).
 
-ARG BASE_IMAGE=node:20-bookworm-slim
+ARG BASE_IMAGE=node:24-bookworm-slim
 
 # ---- build: all dependencies, compile TypeScript, then drop dev dependencies ----------
 FROM ${BASE_IMAGE} AS build

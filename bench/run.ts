@@ -11,15 +11,17 @@
  * the same catalog: at 1M the drizzle loop alone took 6 minutes for 3 repetitions,
  * which would push the suite past 15 minutes. A smaller, fresher table is faster to
  * write, so the peers' figures, and our multiple of them, are conservative.
- * Cases: ceiling, peers, store, pipeline, memory, rate-limit, scheduler, and `prices`
- * (only when named in `--only`: ordinary against long-number pages, and with
- * `--baseline DIR`, a built checkout of an earlier commit, this build against that one).
+ * Cases: ceiling, peers, store, pipeline, memory, rate-limit, scheduler, and, only when
+ * named in `--only`, `prices` (ordinary against long-number pages) and `fields` (CPU
+ * of dot paths, JMESPath and attributes per 1,000 records); with `--baseline DIR`, a
+ * built checkout of an earlier commit, both also compare this build against that one.
  */
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { measureCeiling } from "./cases/ceiling.js";
 import type { CaseContext } from "./cases/context.js";
+import { measureFields } from "./cases/fields.js";
 import { measurePeers } from "./cases/peers.js";
 import { runPipelineCases } from "./cases/pipeline.js";
 import { measurePrices } from "./cases/prices.js";
@@ -31,7 +33,7 @@ import { checkTargets, formatTable, machineInfo, type Target, writeResults } fro
 import { CI_CEILING_REPETITIONS, CI_SKUS, CI_TARGETS, fullTargets } from "./targets.js";
 
 const DEFAULT_CASES = ["ceiling", "peers", "store", "pipeline", "memory", "rate-limit", "scheduler"] as const;
-const ALL_CASES = [...DEFAULT_CASES, "prices"] as const;
+const ALL_CASES = [...DEFAULT_CASES, "prices", "fields"] as const;
 type CaseName = (typeof ALL_CASES)[number];
 
 interface Options {
@@ -134,6 +136,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       );
     }
     if (has("peers")) results.push(...(await measurePeers(side)));
+    if (has("fields")) results.push(...(await measureFields(ctx, options.baseline)));
     if (has("prices")) results.push(...(await measurePrices(ctx, options.baseline)));
   } finally {
     await pool.end().catch(() => {});

@@ -63,6 +63,8 @@ function withDatabase(url, name) {
 }
 
 async function main() {
+  // CI runs the suite on two Node.js lines: say which one this is (tap and the test files inherit it).
+  console.error(`test: Node.js ${process.version}`);
   if (!process.argv.includes("--no-build")) run("npx", ["tsc", "-p", "tsconfig.build.json"]);
   let embedded;
   let adminUrl = process.env.TEST_DATABASE_URL;

@@ -7,6 +7,7 @@ export type Command =
   | { kind: "migrate" }
   | { kind: "check-config" }
   | { kind: "runs"; supplier: string | undefined; limit: number; json: boolean }
+  | { kind: "preview"; name: string; steps: number; json: boolean }
   | { kind: "help" }
   | { kind: "version" };
 
@@ -19,6 +20,9 @@ export const USAGE = `Usage:
   supplier-sync check-config          validate configuration, print the schedule
   supplier-sync runs [--supplier NAME] [--limit N] [--json]
                                       recent runs with outcome, counts, duration
+  supplier-sync preview NAME [--steps N] [--json]
+                                      walk the first N steps (default 1) of one
+                                      connector and show what it would store
   supplier-sync --help | --version
 
 Exit codes: 0 success; 1 a tick did not succeed; 2 invalid configuration or usage;
@@ -36,6 +40,7 @@ export function parseArgs(argv: string[]): Command {
     return { kind: first };
   }
   if (first === "runs") return parseRuns(args.slice(1));
+  if (first === "preview") return parsePreview(args.slice(1));
   if (args.length === 0) return { kind: "daemon" };
   if (!args.includes("--tick-once")) {
     throw new ConfigError(`unknown command or option "${first}" (see --help)`);
@@ -70,6 +75,27 @@ function parseRuns(args: string[]): Command {
     } else throw new ConfigError(`unknown option "${a}" for runs (see --help)`);
   }
   return { kind: "runs", supplier, limit, json };
+}
+
+function parsePreview(args: string[]): Command {
+  let name: string | undefined;
+  let steps = 1;
+  let json = false;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] as string;
+    if (a === "--json") json = true;
+    else if (a === "--steps") {
+      const raw = flagValue(args, ++i, "--steps");
+      steps = Number(raw);
+      if (!/^\d+$/.test(raw) || steps < 1 || steps > 1_000) {
+        throw new ConfigError(`--steps must be a whole number from 1 to 1000, got "${raw}"`);
+      }
+    } else if (a.startsWith("--")) throw new ConfigError(`unknown option "${a}" for preview (see --help)`);
+    else if (name === undefined) name = a;
+    else throw new ConfigError(`unexpected argument "${a}" for preview: one supplier name only`);
+  }
+  if (name === undefined) throw new ConfigError("preview needs a supplier NAME (see --help)");
+  return { kind: "preview", name, steps, json };
 }
 
 function flagValue(args: string[], i: number, flag: string): string {

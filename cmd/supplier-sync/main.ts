@@ -3,16 +3,18 @@
  * supplier-sync entry point: parse argv, load config, build the app, handle signals.
  * Nothing else lives here.
  */
-import { readFileSync } from "node:fs";
 import { buildApp } from "../../internal/app/app.js";
 import { formatCheckConfig } from "../../internal/config/check-config.js";
-import { loadConnectors } from "../../internal/config/connectors.js";
+import { loadConnector, loadConnectors } from "../../internal/config/connectors.js";
 import { loadConfig } from "../../internal/config/env.js";
 import type { Config, SupplierConfig } from "../../internal/config/types.js";
 import { ConfigError, errorMessage, InfraError } from "../../internal/platform/errors.js";
 import { tuneHeapGrowth } from "../../internal/platform/heap.js";
+import { createLogger } from "../../internal/platform/logger.js";
 import { safeText } from "../../internal/platform/redact.js";
-import { formatRunsTable } from "../../internal/store/format-runs.js";
+import { readVersion } from "../../internal/platform/version.js";
+import { formatPreview, previewConnector } from "../../internal/preview/preview.js";
+import { formatRunsTable, withDuration } from "../../internal/store/format-runs.js";
 import { listRuns } from "../../internal/store/run-queries.js";
 import { type Command, parseArgs, USAGE } from "./cli.js";
 
@@ -20,21 +22,6 @@ const EXIT_OK = 0;
 const EXIT_TICK_FAILED = 1;
 const EXIT_CONFIG = 2;
 const EXIT_INFRA = 3;
-
-function version(): string {
-  for (const rel of ["../../package.json", "../../../package.json"]) {
-    try {
-      const pkg = JSON.parse(readFileSync(new URL(rel, import.meta.url), "utf8")) as {
-        name?: string;
-        version?: string;
-      };
-      if (pkg.name === "supplier-sync" && pkg.version) return pkg.version;
-    } catch {
-      // try the next location (source vs dist layout)
-    }
-  }
-  return "unknown";
-}
 
 function selectSuppliers(config: Config, names: string[]): SupplierConfig[] {
   if (names.length === 0) return config.suppliers.filter((s) => s.enabled);
@@ -52,10 +39,12 @@ async function run(command: Command): Promise<number> {
     return EXIT_OK;
   }
   if (command.kind === "version") {
-    process.stdout.write(`supplier-sync ${version()}\n`);
+    process.stdout.write(`supplier-sync ${readVersion()}\n`);
     return EXIT_OK;
   }
-  const config = loadConfig(process.env, process.cwd());
+  if (command.kind === "preview") return runPreview(command);
+  const dbOnly = command.kind === "runs" || command.kind === "migrate";
+  const config = loadConfig(process.env, process.cwd(), { suppliers: dbOnly ? "ignored" : "required" });
   if (command.kind === "check-config") {
     const statuses = loadConnectors(
       config,
@@ -66,7 +55,13 @@ async function run(command: Command): Promise<number> {
     return ok ? EXIT_OK : EXIT_CONFIG;
   }
   const selected = command.kind === "tick-once" ? selectSuppliers(config, command.suppliers) : [];
-  const app = buildApp(config);
+  // Human-readable logs on a terminal, JSON everywhere else and always in production (DESIGN §8).
+  // `runs` prints its table or JSON on stdout, so its own log lines go to stderr.
+  const logToStderr = command.kind === "runs";
+  const pretty = !config.production && (logToStderr ? process.stderr : process.stdout).isTTY === true;
+  const app = buildApp(config, {
+    log: createLogger({ level: config.logLevel, pretty, stderr: logToStderr }),
+  });
   if (command.kind === "daemon") return runDaemon(app);
 
   let onSignal: (() => void) | undefined;
@@ -80,7 +75,7 @@ async function run(command: Command): Promise<number> {
       const pool = await app.open();
       const rows = await listRuns(pool, { supplier: command.supplier, limit: command.limit });
       process.stdout.write(
-        command.json ? `${JSON.stringify(rows, null, 2)}\n` : `${formatRunsTable(rows)}\n`,
+        command.json ? `${JSON.stringify(rows.map(withDuration), null, 2)}\n` : `${formatRunsTable(rows)}\n`,
       );
       return EXIT_OK;
     }
@@ -95,6 +90,27 @@ async function run(command: Command): Promise<number> {
     onSignal?.();
     await app.stop();
   }
+}
+
+/** `preview`: no database, no lease; logs go to stderr so stdout is the report alone. */
+async function runPreview(command: Extract<Command, { kind: "preview" }>): Promise<number> {
+  const config = loadConfig(process.env, process.cwd(), { suppliers: "optional" });
+  const status = loadConnector(config, command.name);
+  if (status.status === "missing") {
+    throw new ConfigError(`no connector definition for "${command.name}" at ${status.path}`);
+  }
+  if (status.status === "invalid") throw new ConfigError(`${status.path}: ${status.reason}`);
+  const log = createLogger({ level: config.logLevel, stderr: true });
+  const { report, ok } = await previewConnector({
+    supplier: command.name,
+    definition: status.definition,
+    connectorsDir: config.connectorsDir,
+    readSecretEnv: config.readSecretEnv,
+    steps: command.steps,
+    log,
+  });
+  process.stdout.write(`${formatPreview(report, command.json)}\n`);
+  return ok ? EXIT_OK : EXIT_TICK_FAILED;
 }
 
 async function runDaemon(app: ReturnType<typeof buildApp>): Promise<number> {

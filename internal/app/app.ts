@@ -12,14 +12,17 @@ import { createConnector } from "../connectors/index.js";
 import type { Connector, RunOwner, RunTrigger } from "../ingestion/ports.js";
 import { type ConnectorSlot, runTick, type TickResult } from "../ingestion/tick.js";
 import { acquireLease } from "../lease/lease.js";
-import { type Clock, systemClock } from "../platform/clock.js";
+import { type Clock, OffsetClock, systemClock } from "../platform/clock.js";
 import { ConfigError, errorMessage, InfraError, IngestionError } from "../platform/errors.js";
 import { createLogger, type Logger } from "../platform/logger.js";
 import { createMetrics, type Metrics } from "../platform/metrics.js";
+import { readVersion } from "../platform/version.js";
+import { DatabaseClock } from "../scheduler/database-clock.js";
 import { Scheduler } from "../scheduler/scheduler.js";
 import { cronerTimer, type OneShotTimer } from "../scheduler/timer.js";
 import { createHealthServer, type HealthServer } from "../server/server.js";
 import { createPool } from "../store/db.js";
+import { databaseClockTimestamp } from "../store/db-clock.js";
 import { runMigrations } from "../store/migrate.js";
 import { lastSuccesses } from "../store/run-queries.js";
 import * as store from "../store/runs.js";
@@ -29,6 +32,7 @@ import { type EmbeddedDatabase, startEmbeddedDatabase } from "./embedded-db.js";
 export type AppState = "NEW" | "STARTING" | "RUNNING" | "STOPPING" | "STOPPED";
 
 export interface AppOverrides {
+  /** The host clock (durations, deadlines); the scheduler runs on it plus its offset to the database. */
   clock?: Clock;
   timer?: OneShotTimer;
   log?: Logger;
@@ -53,7 +57,8 @@ export interface App {
 }
 
 export function buildApp(config: Config, overrides: AppOverrides = {}): App {
-  const clock = overrides.clock ?? systemClock;
+  const hostClock = overrides.clock ?? systemClock;
+  const clock = config.testClockSkewMs ? new OffsetClock(hostClock, config.testClockSkewMs) : hostClock;
   const log = overrides.log ?? createLogger({ level: config.logLevel });
   const metrics = overrides.metrics ?? createMetrics();
   const owner: RunOwner = { hostname: hostname(), pid: process.pid, bootId: randomUUID() };
@@ -65,6 +70,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
   let embedded: EmbeddedDatabase | undefined;
   let health: HealthServer | undefined;
   let scheduler: Scheduler | undefined;
+  let dbClock: DatabaseClock | undefined;
   let opening: Promise<pg.Pool> | undefined;
   let stopping: Promise<void> | undefined;
   const connectors = new Map<string, ConnectorSlot>();
@@ -178,6 +184,14 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
       state = "STARTING";
       const db = await open();
       buildConnectors();
+      // Fire times and freshness ages follow the database's clock (DESIGN §4).
+      const schedulerClock = new DatabaseClock({
+        host: clock,
+        readDatabaseMs: () => databaseClockTimestamp(db),
+        log,
+      });
+      dbClock = schedulerClock;
+      await schedulerClock.start();
       health = createHealthServer({
         host: config.httpAddr.host,
         port: config.httpAddr.port,
@@ -185,7 +199,8 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
         suppliers: enabled,
         metrics,
         log,
-        clock,
+        clock: schedulerClock,
+        instance: { owner, version: readVersion() },
         // The cache must stay well inside the shortest staleness threshold (2 x interval).
         freshnessCacheMs: Math.min(5_000, Math.floor(Math.min(...enabled.map((s) => s.intervalMs)) / 2)),
       });
@@ -195,8 +210,8 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
         suppliers: enabled,
         maxConcurrentTicks: config.maxConcurrentTicks,
         retryBackoffMs: config.retryBackoffMs,
-        clock,
-        timer: overrides.timer ?? cronerTimer(clock),
+        clock: schedulerClock,
+        timer: overrides.timer ?? cronerTimer(schedulerClock, hostClock),
         log,
         metrics,
         tick: (s, trigger) => tick(s, trigger, false),
@@ -205,6 +220,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
             db,
             enabled.map((s) => s.name),
           ),
+        resyncClock: () => schedulerClock.resync(),
       });
       await scheduler.start();
       state = "RUNNING";
@@ -244,6 +260,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
     );
     try {
       await scheduler?.stop();
+      await dbClock?.stop();
       while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
     } finally {
       budgetOver.abort();

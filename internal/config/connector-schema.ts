@@ -1,5 +1,6 @@
 import { compile as compileJmesPath } from "@jmespath-community/jmespath";
 import { z } from "zod";
+import { KNOWN_PLACEHOLDERS, placeholdersIn, stringsIn } from "./placeholders.js";
 
 /**
  * The connector definition file `config/suppliers/<name>.json` (DESIGN §3).
@@ -23,6 +24,145 @@ function secretRef<E extends string, F extends string>(envKey: E, fileKey: F) {
     Record<F, z.ZodOptional<typeof filePath>>;
 }
 
+const headerName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, "must be an HTTP header name");
+const cookieName = z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, "must be a cookie name");
+const jsonScalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+const httpStatus = z.number().int().min(100).max(599);
+
+/**
+ * A response condition (DESIGN §3.9), shared by `errors`, `auth.expiredWhen`
+ * and the export conditions: a `path` with exactly one of `equals`, `in`,
+ * `notIn`, `exists`, and/or `status`; when both are given both must hold.
+ */
+const conditionShape = {
+  path: requiredDotPath.optional(),
+  equals: jsonScalar.optional(),
+  in: z.array(jsonScalar).min(1).optional(),
+  notIn: z.array(jsonScalar).min(1).optional(),
+  exists: z.boolean().optional(),
+  status: z.array(httpStatus).min(1).optional(),
+};
+
+function checkCondition(c: Record<string, unknown>, ctx: z.RefinementCtx): void {
+  const matchers = ["equals", "in", "notIn", "exists"].filter((k) => c[k] !== undefined);
+  if (c.path !== undefined && matchers.length !== 1) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["path"],
+      message: "needs exactly one of equals, in, notIn or exists",
+    });
+  }
+  if (c.path === undefined && matchers.length > 0) {
+    ctx.addIssue({ code: "custom", path: [matchers[0] as string], message: "needs a path" });
+  }
+  if (c.path === undefined && c.status === undefined) {
+    ctx.addIssue({ code: "custom", path: [], message: "needs a path or a status list" });
+  }
+}
+
+export const conditionSchema = z.strictObject(conditionShape).superRefine(checkCondition);
+
+/** Codes an `errors` rule may fail a step with. */
+export const ERROR_RULE_CODES = ["SUPPLIER", "CONTRACT", "AUTH", "RATE_LIMITED", "NETWORK"] as const;
+
+const errorRuleSchema = z
+  .strictObject({
+    ...conditionShape,
+    // biome-ignore lint/suspicious/noThenProperty: DESIGN §3.9 names the key; its value is a string, never callable.
+    then: z.enum(["retry", "fail"]),
+    code: z.enum(ERROR_RULE_CODES).optional(),
+    /** Dot path of the supplier's own message, quoted in the step's error. */
+    messagePath: requiredDotPath.optional(),
+  })
+  .superRefine((rule, ctx) => {
+    checkCondition(rule, ctx);
+    if (rule.then === "retry" && rule.code !== undefined) {
+      ctx.addIssue({ code: "custom", path: ["code"], message: 'is only for "then": "fail"' });
+    }
+  });
+
+/** A literal string, or a secret named by env var or file (`{ "env": "NAME" }`, `{ "file": "path" }`). */
+export const secretValueSchema = z.union(
+  [z.string(), z.strictObject({ env: envName }), z.strictObject({ file: filePath })],
+  { error: 'must be a string, { "env": "NAME" } or { "file": "path" }' },
+);
+export type SecretValue = z.output<typeof secretValueSchema>;
+
+/** `body` and `form` go with POST only, and not together (DESIGN §3.3). */
+function checkRequestBody(r: { method: string; body?: unknown; form?: unknown }, ctx: z.RefinementCtx): void {
+  if (r.body !== undefined && r.form !== undefined) {
+    ctx.addIssue({ code: "custom", path: ["form"], message: "set either body or form, not both" });
+  }
+  for (const key of ["body", "form"] as const) {
+    if (r[key] !== undefined && r.method !== "POST") {
+      ctx.addIssue({ code: "custom", path: [key], message: 'needs "method": "POST"' });
+    }
+  }
+}
+
+const requestPath = z.string().startsWith("/", "must start with /");
+const httpMethod = z.enum(["GET", "POST"]).default("GET");
+
+/** The login request of a session: any value may be a secret reference. */
+const loginSchema = z
+  .strictObject({
+    method: httpMethod,
+    path: requestPath,
+    query: z.record(z.string(), secretValueSchema).default({}),
+    headers: z.record(headerName, secretValueSchema).default({}),
+    body: z.unknown().optional(),
+    form: z.record(z.string(), secretValueSchema).optional(),
+  })
+  .superRefine(checkRequestBody);
+
+function exactlyOne(keys: readonly string[]) {
+  return (value: Record<string, unknown>, ctx: z.RefinementCtx) => {
+    const set = keys.filter((k) => value[k] !== undefined);
+    if (set.length !== 1) {
+      ctx.addIssue({ code: "custom", path: [], message: `set exactly one of ${keys.join(", ")}` });
+    }
+  };
+}
+
+const sessionAuthSchema = z.strictObject({
+  type: z.literal("session"),
+  login: loginSchema,
+  /** Where the token is in the login response. */
+  token: z
+    .strictObject({
+      path: requiredDotPath.optional(),
+      header: headerName.optional(),
+      cookie: cookieName.optional(),
+    })
+    .superRefine(exactlyOne(["path", "header", "cookie"])),
+  /** How later requests carry the token. */
+  send: z
+    .strictObject({
+      query: z.string().min(1).optional(),
+      header: headerName.optional(),
+      prefix: z.string().optional(),
+      cookie: cookieName.optional(),
+    })
+    .superRefine((send, ctx) => {
+      exactlyOne(["query", "header", "cookie"])(send, ctx);
+      if (send.prefix !== undefined && send.header === undefined) {
+        ctx.addIssue({ code: "custom", path: ["prefix"], message: "goes with header only" });
+      }
+      if (send.prefix !== undefined && /[\r\n\0]/.test(send.prefix)) {
+        ctx.addIssue({ code: "custom", path: ["prefix"], message: "must not contain a line break" });
+      }
+    }),
+  /** The token is reused until 90 % of this has passed since the login. */
+  ttlMs: z.number().int().positive().default(3_600_000),
+  /** Least time between two login requests of this process for this supplier. */
+  minLoginIntervalMs: z.number().int().min(0).max(86_400_000).default(0),
+  /** Responses that mean the session expired: log in once more and repeat the request. */
+  expiredWhen: z
+    .array(conditionSchema)
+    .min(1)
+    .default([{ status: [401] }]),
+});
+
 const authSchema = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("none") }),
   z.strictObject({ type: z.literal("bearer"), ...secretRef("tokenEnv", "tokenFile") }),
@@ -36,26 +176,68 @@ const authSchema = z.discriminatedUnion("type", [
     ...secretRef("usernameEnv", "usernameFile"),
     ...secretRef("passwordEnv", "passwordFile"),
   }),
+  z.strictObject({
+    type: z.literal("query"),
+    /** The query parameter that carries the secret on every request to the supplier's origin. */
+    param: z.string().min(1),
+    ...secretRef("valueEnv", "valueFile"),
+  }),
+  z.strictObject({
+    type: z.literal("oauth2"),
+    /** Token endpoint on the supplier's origin (client-credentials grant, form POST). */
+    tokenPath: requestPath,
+    ...secretRef("clientIdEnv", "clientIdFile"),
+    ...secretRef("clientSecretEnv", "clientSecretFile"),
+    scope: z.string().min(1).optional(),
+    /** How the client authenticates to the token endpoint: form fields (default) or HTTP Basic. */
+    clientAuth: z.enum(["body", "basic"]).default("body"),
+  }),
+  sessionAuthSchema,
 ]);
 
 const paginationSchema = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("none") }),
-  z.strictObject({
-    type: z.literal("page"),
-    param: z.string().min(1).default("page"),
-    start: z.number().int().min(0).default(1),
-  }),
+  z
+    .strictObject({
+      type: z.literal("page"),
+      param: z.string().min(1).default("page"),
+      start: z.number().int().min(0).default(1),
+      /** Page size parameter and value, sent on every page. */
+      sizeParam: z.string().min(1).optional(),
+      size: z.number().int().min(1).max(100_000).optional(),
+      /** Dot path of the number of pages; the walk stops after that page. */
+      totalPagesPath: requiredDotPath.optional(),
+      hasMorePath: requiredDotPath.optional(),
+    })
+    .superRefine((p, ctx) => {
+      if ((p.sizeParam === undefined) !== (p.size === undefined)) {
+        ctx.addIssue({
+          code: "custom",
+          path: [p.sizeParam === undefined ? "sizeParam" : "size"],
+          message: "sizeParam and size go together",
+        });
+      }
+    }),
   z.strictObject({
     type: z.literal("offset"),
     offsetParam: z.string().min(1).default("offset"),
     limitParam: z.string().min(1).default("limit"),
     limit: z.number().int().min(1).max(100_000),
+    /** Dot path of the total number of records; the walk stops when the offset reaches it. */
+    totalPath: requiredDotPath.optional(),
+    hasMorePath: requiredDotPath.optional(),
   }),
-  z.strictObject({
-    type: z.literal("cursor"),
-    param: z.string().min(1).default("cursor"),
-    cursorPath: requiredDotPath,
-  }),
+  z
+    .strictObject({
+      type: z.literal("cursor"),
+      param: z.string().min(1).default("cursor"),
+      cursorPath: requiredDotPath.optional(),
+      cursorHeader: headerName.optional(),
+      /** Dot path into the page's last record, as in `starting_after=<last id>`. */
+      lastRecordPath: requiredDotPath.optional(),
+      hasMorePath: requiredDotPath.optional(),
+    })
+    .superRefine(exactlyOne(["cursorPath", "cursorHeader", "lastRecordPath"])),
   z.strictObject({ type: z.literal("link") }),
 ]);
 
@@ -145,11 +327,19 @@ export const connectorDefinitionSchema = z
       .prefault({}),
     request: z
       .strictObject({
-        path: z.string().startsWith("/", "must start with /").default("/"),
+        method: httpMethod,
+        path: requestPath.default("/"),
         query: z.record(z.string(), z.string()).default({}),
         headers: z.record(z.string(), z.string()).default({}),
+        /** JSON body of a POST, sent as application/json. */
+        body: z.unknown().optional(),
+        /** Form of a POST, sent as application/x-www-form-urlencoded. */
+        form: z.record(z.string(), z.string()).optional(),
       })
+      .superRefine(checkRequestBody)
       .prefault({}),
+    /** Conditions checked on every JSON response of the walk, before its records are read (§3.9). */
+    errors: z.array(errorRuleSchema).default([]),
     pagination: paginationSchema.default({ type: "none" }),
     records: z.strictObject({ path: dotPath }).prefault({ path: "" }),
     fields: z
@@ -187,7 +377,73 @@ export const connectorDefinitionSchema = z
       bothForms(ctx, def.auth, "usernameEnv", "usernameFile", true);
       bothForms(ctx, def.auth, "passwordEnv", "passwordFile", true);
     }
+    if (def.auth.type === "query") bothForms(ctx, def.auth, "valueEnv", "valueFile", true);
+    if (def.auth.type === "oauth2") {
+      bothForms(ctx, def.auth, "clientIdEnv", "clientIdFile", true);
+      bothForms(ctx, def.auth, "clientSecretEnv", "clientSecretFile", true);
+    }
+    checkPlaceholders(def, ctx);
   });
+
+/**
+ * Placeholders the walk defines. Partitions (`{partition}`), SKU lists
+ * (`{skus}`, `{sku}`) and export jobs (`{job}`) define them; a definition
+ * without those defines none, so any placeholder in it is an error.
+ */
+export function definedPlaceholders(_def: { request: unknown }): ReadonlySet<string> {
+  return new Set<string>();
+}
+
+function checkPlaceholders(
+  def: {
+    request: { path: string; query: Record<string, string>; body?: unknown; form?: Record<string, string> };
+    auth: AuthShape;
+  },
+  ctx: z.RefinementCtx,
+): void {
+  const defined = definedPlaceholders(def);
+  const check = (text: string, path: (string | number)[]) => {
+    for (const name of placeholdersIn(text)) {
+      if (!defined.has(name)) {
+        const known = (KNOWN_PLACEHOLDERS as readonly string[]).includes(name);
+        ctx.addIssue({
+          code: "custom",
+          path,
+          message: known
+            ? `placeholder {${name}} is not defined by this walk (it needs ${name === "partition" ? "partitions" : name === "job" ? "export" : "skus"})`
+            : `unknown placeholder {${name}} (known: ${KNOWN_PLACEHOLDERS.map((k) => `{${k}}`).join(", ")})`,
+        });
+      }
+    }
+  };
+  const r = def.request;
+  check(r.path, ["request", "path"]);
+  for (const [k, v] of Object.entries(r.query)) check(v, ["request", "query", k]);
+  for (const [text, at] of stringsIn(r.body, ["request", "body"])) check(text, at);
+  for (const [k, v] of Object.entries(r.form ?? {})) check(v, ["request", "form", k]);
+  if (def.auth.type === "session") {
+    // A login belongs to no partition, batch or job: it defines no placeholder.
+    const login = def.auth.login;
+    const none = new Set<string>();
+    const checkLogin = (text: unknown, path: (string | number)[]) => {
+      if (typeof text !== "string") return;
+      for (const name of placeholdersIn(text)) {
+        if (!none.has(name))
+          ctx.addIssue({
+            code: "custom",
+            path,
+            message: `placeholder {${name}} is not defined in a login request`,
+          });
+      }
+    };
+    checkLogin(login.path, ["auth", "login", "path"]);
+    for (const [k, v] of Object.entries(login.query)) checkLogin(v, ["auth", "login", "query", k]);
+    for (const [text, at] of stringsIn(login.body, ["auth", "login", "body"])) checkLogin(text, at);
+    for (const [k, v] of Object.entries(login.form ?? {})) checkLogin(v, ["auth", "login", "form", k]);
+  }
+}
+
+type AuthShape = z.output<typeof authSchema>;
 
 function bothForms(
   ctx: z.RefinementCtx,
@@ -218,5 +474,11 @@ export type ConnectorDefinition = z.output<typeof connectorDefinitionSchema>;
 export type AuthDefinition = ConnectorDefinition["auth"];
 export type PaginationDefinition = ConnectorDefinition["pagination"];
 export type FieldsDefinition = NonNullable<ConnectorDefinition["fields"]>;
+export type RequestDefinition = ConnectorDefinition["request"];
+export type SessionAuthDefinition = Extract<AuthDefinition, { type: "session" }>;
+export type OAuth2AuthDefinition = Extract<AuthDefinition, { type: "oauth2" }>;
+export type LoginDefinition = SessionAuthDefinition["login"];
+export type ConditionDefinition = z.output<typeof conditionSchema>;
+export type ErrorRuleDefinition = ConnectorDefinition["errors"][number];
 export type AttributesDefinition = NonNullable<ConnectorDefinition["attributes"]>;
 export type FieldSpec = FieldsDefinition["price"];

@@ -4,7 +4,7 @@ import type { z } from "zod";
 import { errorMessage } from "../platform/errors.js";
 import { safeText } from "../platform/redact.js";
 import { connectorDefinitionSchema } from "./connector-schema.js";
-import { resolveAuthHeaders } from "./secrets.js";
+import { checkAuthSecrets } from "./secrets.js";
 import { SUPPLIER_NAME } from "./suppliers.js";
 import type { Config, ConnectorStatus } from "./types.js";
 
@@ -84,7 +84,7 @@ export function loadConnector(config: Config, name: string): ConnectorStatus {
   const parsed = connectorDefinitionSchema.safeParse(json);
   if (!parsed.success) return invalid(path, formatSchemaIssues(parsed.error.issues));
   try {
-    resolveAuthHeaders(parsed.data.auth, config);
+    checkAuthSecrets(parsed.data.auth, config);
   } catch (err) {
     return invalid(path, errorMessage(err));
   }

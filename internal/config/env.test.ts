@@ -214,3 +214,22 @@ t.test("database URLs are shown without credentials", async (t) => {
   t.equal(redactDatabaseUrl("postgres://db/x"), "postgres://db/x");
   t.notMatch(redactDatabaseUrl("junk app:s3 cr3t@db"), /s3/);
 });
+
+t.test("SUPPLIER_SYNC_TEST_CLOCK_SKEW: a signed duration, test-only", async (t) => {
+  t.equal(load({}).testClockSkewMs, 0, "unset: no skew");
+  t.equal(load({ SUPPLIER_SYNC_TEST_CLOCK_SKEW: "90s" }).testClockSkewMs, 90_000);
+  t.equal(load({ SUPPLIER_SYNC_TEST_CLOCK_SKEW: "-1m30s" }).testClockSkewMs, -90_000);
+  for (const bad of ["soon", "-", "90", "2d"]) {
+    t.throws(() => load({ SUPPLIER_SYNC_TEST_CLOCK_SKEW: bad }), /SUPPLIER_SYNC_TEST_CLOCK_SKEW/, bad);
+  }
+  t.throws(
+    () =>
+      load({
+        SUPPLIER_SYNC_TEST_CLOCK_SKEW: "90s",
+        NODE_ENV: "production",
+        DATABASE_URL: "postgres://db/x",
+      }),
+    { message: /for tests only/ },
+    "refused in production",
+  );
+});

@@ -140,6 +140,26 @@ function parseDurationVar(name: string, value: string | undefined, fallback: str
   return ms;
 }
 
+/** Test-only: shifts this process's host clock, to prove that slots follow the database's clock. */
+export const TEST_CLOCK_SKEW_VAR = "SUPPLIER_SYNC_TEST_CLOCK_SKEW";
+
+function parseClockSkew(value: string | undefined, production: boolean): number {
+  if (value === undefined) return 0;
+  if (production) {
+    throw new ConfigError(
+      `${TEST_CLOCK_SKEW_VAR} is for tests only and must be unset when NODE_ENV=production`,
+    );
+  }
+  const negative = value.startsWith("-");
+  const ms = parseDuration(negative ? value.slice(1) : value);
+  if (ms === undefined || ms > MAX_RETRY_BACKOFF_MS) {
+    throw new ConfigError(
+      `${TEST_CLOCK_SKEW_VAR} ${quoteToken(value)} must be a duration of at most 1d, optionally negative (e.g. 90s, -90s)`,
+    );
+  }
+  return negative ? -ms : ms;
+}
+
 function parseLogLevel(value: string | undefined): string {
   const level = (value ?? DEFAULTS.logLevel).toLowerCase();
   if (!(LOG_LEVELS as readonly string[]).includes(level)) {
@@ -152,12 +172,21 @@ function parseLogLevel(value: string | undefined): string {
 
 /**
  * Builds the validated configuration from `env` (the caller passes `process.env`)
- * and `cwd` (against which a relative connectors folder is resolved).
+ * and `cwd` (against which a relative connectors folder is resolved). With
+ * `suppliers: "ignored"` (the `runs` and `migrate` commands) the supplier list and
+ * the retired variables are not read, and `suppliers` is empty; with
+ * `suppliers: "optional"` (`preview`) an unset list is accepted (a set one is still checked).
  *
  * @throws ConfigError naming the offending variable and its (redacted) value.
  */
-export function loadConfig(env: Record<string, string | undefined>, cwd: string): Config {
-  for (const name of RETIRED_VARS) {
+export function loadConfig(
+  env: Record<string, string | undefined>,
+  cwd: string,
+  options: { suppliers?: "required" | "optional" | "ignored" } = {},
+): Config {
+  // `runs` and `migrate` need only DATABASE_URL (DESIGN §2): they read no supplier at all.
+  const ignoreSuppliers = options.suppliers === "ignored";
+  for (const name of ignoreSuppliers ? [] : RETIRED_VARS) {
     if (env[name] !== undefined) {
       throw new ConfigError(
         `${name} is retired and must be unset (it is set to ${quoteToken(env[name])}): ` +
@@ -166,7 +195,11 @@ export function loadConfig(env: Record<string, string | undefined>, cwd: string)
     }
   }
   const production = env["NODE_ENV"] === "production";
-  const suppliers = parseSuppliers(env[SUPPLIERS_VAR]);
+  // `preview` works from the connector file alone: the supplier list may be absent.
+  const suppliers =
+    ignoreSuppliers || (options.suppliers === "optional" && present(env, SUPPLIERS_VAR) === undefined)
+      ? []
+      : parseSuppliers(env[SUPPLIERS_VAR]);
   const databaseUrl = parseDatabaseUrl(present(env, "DATABASE_URL"), production);
   const connectorsDir = resolve(cwd, present(env, "SUPPLIER_SYNC_CONNECTORS_DIR") ?? DEFAULTS.connectorsDir);
   const httpAddr = parseHttpAddr(present(env, "SUPPLIER_SYNC_HTTP_ADDR") ?? DEFAULTS.httpAddr);
@@ -196,6 +229,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd: string)
     MAX_RETRY_BACKOFF_MS,
   );
   const logLevel = parseLogLevel(present(env, "SUPPLIER_SYNC_LOG_LEVEL"));
+  const testClockSkewMs = parseClockSkew(present(env, TEST_CLOCK_SKEW_VAR), production);
 
   // A copy, so later mutation of the caller's object (or of process.env) changes nothing.
   const snapshot = new Map(Object.entries(env));
@@ -210,6 +244,7 @@ export function loadConfig(env: Record<string, string | undefined>, cwd: string)
     retryBackoffMs,
     logLevel,
     production,
+    testClockSkewMs,
     readSecretEnv: (name) => snapshot.get(name),
   };
 }

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { ConfigError, errorMessage } from "../platform/errors.js";
 import { secrets } from "../platform/redact.js";
-import type { AuthDefinition } from "./connector-schema.js";
+import type { AuthDefinition, LoginDefinition, SecretValue } from "./connector-schema.js";
 
 /**
  * Connector credentials → request headers (DESIGN §3). A secret is named in the
@@ -27,7 +27,7 @@ export interface SecretSources {
 const MAX_SECRET_FILE_BYTES = 64 * 1024;
 
 /** One secret slot of an auth block: its field names and the values the file gave them. */
-interface SecretRef {
+export interface SecretRef {
   /** Human name used in errors, e.g. `auth.token`. */
   label: string;
   envKey: string;
@@ -38,7 +38,7 @@ interface SecretRef {
 
 function readSecretFile(ref: SecretRef, path: string, connectorsDir: string): string {
   const absolute = resolve(connectorsDir, path);
-  const where = `auth.${ref.fileKey} ${JSON.stringify(path)} (${absolute})`;
+  const where = `${ref.fileKey === "file" ? ref.label : `auth.${ref.fileKey}`} ${JSON.stringify(path)} (${absolute})`;
   let text: string;
   try {
     const bytes = readFileSync(absolute);
@@ -60,7 +60,7 @@ function readSecretFile(ref: SecretRef, path: string, connectorsDir: string): st
   return value;
 }
 
-function resolveSecret(ref: SecretRef, sources: SecretSources): string {
+export function resolveSecret(ref: SecretRef, sources: SecretSources): string {
   let value: string;
   let where: string;
   if (ref.envName !== undefined && ref.filePath !== undefined) {
@@ -68,12 +68,12 @@ function resolveSecret(ref: SecretRef, sources: SecretSources): string {
     throw new ConfigError(`auth: set either ${ref.envKey} or ${ref.fileKey}, not both`);
   }
   if (ref.envName !== undefined) {
-    where = `auth.${ref.envKey}: environment variable ${ref.envName}`;
+    where = `${ref.envKey === "env" ? ref.label : `auth.${ref.envKey}`}: environment variable ${ref.envName}`;
     const env = sources.readSecretEnv(ref.envName);
     if (env === undefined || env === "") throw new ConfigError(`${where} is unset or empty`);
     value = env;
   } else if (ref.filePath !== undefined) {
-    where = `auth.${ref.fileKey} ${JSON.stringify(ref.filePath)}`;
+    where = `${ref.fileKey === "file" ? ref.label : `auth.${ref.fileKey}`} ${JSON.stringify(ref.filePath)}`;
     value = readSecretFile(ref, ref.filePath, sources.connectorsDir);
   } else {
     throw new ConfigError(`auth: one of ${ref.envKey} or ${ref.fileKey} is required for ${ref.label}`);
@@ -96,6 +96,11 @@ function resolveSecret(ref: SecretRef, sources: SecretSources): string {
 export function resolveAuthHeaders(auth: AuthDefinition, options: SecretSources): Record<string, string> {
   switch (auth.type) {
     case "none":
+      return {};
+    case "query":
+    case "oauth2":
+    case "session":
+      // Not headers: the query value is added per request, tokens come from a login (connectors/auth).
       return {};
     case "bearer": {
       const token = resolveSecret(
@@ -159,4 +164,134 @@ export function resolveAuthHeaders(auth: AuthDefinition, options: SecretSources)
       return { authorization: `Basic ${Buffer.from(pair, "utf8").toString("base64")}` };
     }
   }
+}
+
+/**
+ * The secret of `auth.type: "query"`: the parameter and its value, registered
+ * for redaction. @throws ConfigError like {@link resolveAuthHeaders}.
+ */
+export function resolveQueryAuth(
+  auth: Extract<AuthDefinition, { type: "query" }>,
+  sources: SecretSources,
+): { param: string; value: string } {
+  const value = resolveSecret(
+    {
+      label: `query parameter ${auth.param}`,
+      envKey: "valueEnv",
+      envName: auth.valueEnv,
+      fileKey: "valueFile",
+      filePath: auth.valueFile,
+    },
+    sources,
+  );
+  secrets.add(value);
+  return { param: auth.param, value };
+}
+
+/** OAuth2 client credentials, registered for redaction. */
+export function resolveOAuth2Client(
+  auth: Extract<AuthDefinition, { type: "oauth2" }>,
+  sources: SecretSources,
+): { clientId: string; clientSecret: string } {
+  const clientId = resolveSecret(
+    {
+      label: "auth.clientId",
+      envKey: "clientIdEnv",
+      envName: auth.clientIdEnv,
+      fileKey: "clientIdFile",
+      filePath: auth.clientIdFile,
+    },
+    sources,
+  );
+  const clientSecret = resolveSecret(
+    {
+      label: "auth.clientSecret",
+      envKey: "clientSecretEnv",
+      envName: auth.clientSecretEnv,
+      fileKey: "clientSecretFile",
+      filePath: auth.clientSecretFile,
+    },
+    sources,
+  );
+  const pair = `${clientId}:${clientSecret}`;
+  secrets.add(pair);
+  secrets.add(clientId);
+  secrets.add(clientSecret);
+  return { clientId, clientSecret };
+}
+
+/**
+ * One value of a login request: a literal, or a secret reference resolved now
+ * (files re-read at every call) and registered for redaction. `label` names
+ * the key for errors, e.g. `auth.login.query.pwd`.
+ */
+export function resolveSecretValue(value: SecretValue, label: string, sources: SecretSources): string {
+  if (typeof value === "string") return value;
+  const secret =
+    "env" in value
+      ? resolveSecret(
+          { label, envKey: "env", envName: value.env, fileKey: "file", filePath: undefined },
+          sources,
+        )
+      : resolveSecret(
+          { label, envKey: "env", envName: undefined, fileKey: "file", filePath: value.file },
+          sources,
+        );
+  secrets.add(secret);
+  return secret;
+}
+
+function isSecretRef(value: unknown): value is SecretValue {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return false;
+  const keys = Object.keys(value);
+  return (
+    keys.length === 1 &&
+    ((keys[0] === "env" && typeof (value as { env: unknown }).env === "string") ||
+      (keys[0] === "file" && typeof (value as { file: unknown }).file === "string"))
+  );
+}
+
+/** A login request with every secret reference resolved (query, headers, form, and `{env}`/`{file}` objects in body). */
+export interface ResolvedLogin {
+  method: "GET" | "POST";
+  path: string;
+  query: Record<string, string>;
+  headers: Record<string, string>;
+  body: unknown;
+  form: Record<string, string> | undefined;
+}
+
+export function resolveLogin(login: LoginDefinition, sources: SecretSources): ResolvedLogin {
+  const map = (values: Record<string, SecretValue>, where: string) =>
+    Object.fromEntries(
+      Object.entries(values).map(([k, v]) => [k, resolveSecretValue(v, `auth.login.${where}.${k}`, sources)]),
+    );
+  const body = (value: unknown, path: string): unknown => {
+    if (isSecretRef(value)) return resolveSecretValue(value, path, sources);
+    if (Array.isArray(value)) return value.map((v, i) => body(v, `${path}.${i}`));
+    if (value !== null && typeof value === "object") {
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, body(v, `${path}.${k}`)]));
+    }
+    return value;
+  };
+  return {
+    method: login.method,
+    path: login.path,
+    query: map(login.query, "query"),
+    headers: map(login.headers, "headers"),
+    body: login.body === undefined ? undefined : body(login.body, "auth.login.body"),
+    form: login.form === undefined ? undefined : map(login.form, "form"),
+  };
+}
+
+/**
+ * Resolves every secret `auth` names (tokens, keys, client credentials, login
+ * values), so `check-config` and connector loading report a missing one.
+ * @throws ConfigError naming the key and the env var or file.
+ */
+export function checkAuthSecrets(auth: AuthDefinition, sources: SecretSources): void {
+  if (auth.type === "query") resolveQueryAuth(auth, sources);
+  else if (auth.type === "oauth2") resolveOAuth2Client(auth, sources);
+  else if (auth.type === "session") resolveLogin(auth.login, sources);
+  else resolveAuthHeaders(auth, sources);
 }

@@ -24,6 +24,11 @@ export interface Config {
   logLevel: string;
   production: boolean;
   /**
+   * `SUPPLIER_SYNC_TEST_CLOCK_SKEW`: added to this process's host clock, for tests that
+   * run replicas whose clocks disagree (0 unless set; refused in production).
+   */
+  testClockSkewMs: number;
+  /**
    * Reads a secret env var named by a connector file (`tokenEnv` etc.). A snapshot
    * taken by the config module, which stays the only reader of `process.env`.
    */

@@ -4,7 +4,7 @@ import { ConfigError, IngestionError, isIngestionError } from "../platform/error
 import { type CompiledFields, compileFields } from "./field-spec.js";
 import { decodeJsonPage } from "./json-body.js";
 import { normalizeRecords } from "./normalize.js";
-import { firstPageUrl, nextPageUrl } from "./pagination.js";
+import { firstPageUrl, nextPageUrl, ProgressGuard } from "./pagination.js";
 import type { Transport } from "./transport.js";
 
 /**
@@ -43,6 +43,9 @@ export function createDeclarativeConnector(transport: Transport): Connector {
     recordsPath: def.records.path,
   };
 
+  // No placeholder is defined by a plain walk (the schema refuses them), so the body is sent as written.
+  const body = requestBody(def);
+
   async function fetchOne(
     url: URL,
     seq: number,
@@ -56,6 +59,8 @@ export function createDeclarativeConnector(transport: Transport): Connector {
       ctx,
       signal,
       headers,
+      method: def.request.method,
+      ...(body ? { body } : {}),
       decode: (res) => {
         const { body, records } = decodeJsonPage(res.body, res.contentType, limits);
         // A bad next pointer (foreign origin, no progress) does not spoil this page's records: the walk
@@ -66,6 +71,7 @@ export function createDeclarativeConnector(transport: Transport): Connector {
             headers: res.headers,
             body,
             recordCount: records.length,
+            lastRecord: records[records.length - 1],
           }),
         );
         return { records, next };
@@ -77,24 +83,37 @@ export function createDeclarativeConnector(transport: Transport): Connector {
 
   async function* walk(ctx: WalkContext): AsyncGenerator<Page> {
     ctx.signal.throwIfAborted();
-    const headers = { ...def.request.headers, ...transport.authHeaders() };
+    transport.beginWalk();
+    const headers = { ...def.request.headers };
     const stop = new AbortController();
     const signal = AbortSignal.any([ctx.signal, stop.signal]);
+    const prefetch = ctx.prefetch ?? true;
+    const progress = new ProgressGuard();
+    const fetchNext = (next: URL | null | IngestionError, seq: number): Promise<Fetched> | null => {
+      if (!(next instanceof URL)) return null;
+      const pending = (async () => {
+        progress.visit(next);
+        return fetchOne(next, seq, ctx, signal, headers);
+      })();
+      // Marked handled now; the rejection is still seen when the loop awaits it.
+      pending.catch(() => {});
+      return pending;
+    };
     try {
       let seq = 1;
-      let pending: Promise<Fetched> | null = fetchOne(firstPageUrl(def), seq, ctx, signal, headers);
+      let pending: Promise<Fetched> | null = fetchNext(firstPageUrl(def), seq);
       while (pending) {
         const fetched: Fetched = await pending;
         seq++;
         const next = fetched.next;
-        pending = next instanceof URL ? fetchOne(next, seq, ctx, signal, headers) : null;
-        // Marked handled now; the rejection is still seen when the loop awaits it.
-        pending?.catch(() => {});
+        fetched.page.hasNext = next !== null;
+        pending = prefetch ? fetchNext(next, seq) : null;
         yield fetched.page;
         if (next instanceof IngestionError) {
           next.attempts = 0;
           throw next;
         }
+        if (!prefetch) pending = fetchNext(next, seq);
       }
     } finally {
       stop.abort(new Error("walk ended"));
@@ -105,4 +124,18 @@ export function createDeclarativeConnector(transport: Transport): Connector {
     walk,
     close: () => transport.close(),
   };
+}
+
+/** `request.body` as JSON or `request.form` as a urlencoded form (DESIGN §3.3). */
+function requestBody(def: ConnectorDefinition): { contentType: string; data: string } | undefined {
+  if (def.request.form !== undefined) {
+    return {
+      contentType: "application/x-www-form-urlencoded",
+      data: new URLSearchParams(def.request.form).toString(),
+    };
+  }
+  if (def.request.body !== undefined) {
+    return { contentType: "application/json", data: JSON.stringify(def.request.body) };
+  }
+  return undefined;
 }

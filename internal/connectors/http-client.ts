@@ -1,11 +1,12 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { pipeline, type Readable, type Transform } from "node:stream";
-import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
+import { Duplex, PassThrough, pipeline, type Readable, type Transform, Writable } from "node:stream";
+import { createBrotliDecompress, createGunzip, createInflate, createInflateRaw } from "node:zlib";
 import { Pool } from "undici";
 import type { ConnectorDefinition } from "../config/connector-schema.js";
 import type { Clock } from "../platform/clock.js";
-import { IngestionError, isIngestionError } from "../platform/errors.js";
+import { errorMessage, IngestionError, isIngestionError } from "../platform/errors.js";
 import type { Metrics } from "../platform/metrics.js";
+import { safeText } from "../platform/redact.js";
 import { OriginPolicy } from "./origin.js";
 import { RateLimiter } from "./rate-limiter.js";
 import { classifyNetworkError, classifyStatus, parseRetryAfter } from "./retry-policy.js";
@@ -29,7 +30,25 @@ export interface HttpClientOptions {
   definition: TransportDefinition;
   metrics: Metrics;
   clock: Clock;
+  /** Told of every HTTP request sent, after it ended (`preview` lists them). */
+  observer?: (event: RequestEvent) => void;
 }
+
+/** One HTTP request as `preview` shows it: secrets already redacted from the URL. */
+export interface RequestEvent {
+  method: string;
+  url: string;
+  /** HTTP status, or null when no response arrived. */
+  status: number | null;
+  /** Decompressed body bytes read. */
+  bytes: number;
+  ms: number;
+  /** Why it failed, when it did (already redacted). */
+  error?: string;
+}
+
+/** Marker of a value replaced in URLs shown to people. */
+export const REDACTED = "[REDACTED]";
 
 export interface HttpResponse {
   /** Final URL, after redirects. */
@@ -42,19 +61,41 @@ export interface HttpResponse {
 }
 
 export interface SendOptions {
+  /** `GET` by default. */
+  method?: "GET" | "POST";
+  /** Request body of a POST, with its content type. */
+  body?: { contentType: string; data: string };
   /** Credentials and configured headers: attached only when the URL is on the baseUrl origin. */
   headers: Record<string, string>;
+  /** Secret query parameters (auth): added only when the URL is on the baseUrl origin, redacted when shown. */
+  secretQuery?: Record<string, string>;
+  /** Non-2xx statuses answered as a response (body read) instead of thrown: conditions look at them. */
+  passStatuses?: ReadonlySet<number>;
   /** Defaults to `application/json`. */
   accept?: string;
   signal: AbortSignal;
   /** Called once per HTTP request actually sent (redirect hops included), before it is sent. */
   onRequest?: () => void;
+  /** Called once per HTTP request when it ended, like `HttpClientOptions.observer`. */
+  onEvent?: (event: RequestEvent) => void;
 }
 
 const MAX_REDIRECTS = 3;
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 /** Error bodies are drained (so the connection can be reused) only up to this size. */
 const DRAIN_LIMIT = 64 * 1024;
+/** A body that decompresses to more than this many times its size is a decompression bomb. */
+export const MAX_COMPRESSION_RATIO = 100;
+/** Below this many decompressed bytes the ratio is not judged (tiny bodies compress absurdly well). */
+const RATIO_FLOOR_BYTES = 64 * 1024;
+
+/** The URL as people may see it: secret query parameters replaced by {@link REDACTED}. */
+export function displayUrl(url: URL, secretParams: Iterable<string> = []): string {
+  const shown = new URL(url);
+  for (const name of secretParams) if (shown.searchParams.has(name)) shown.searchParams.set(name, REDACTED);
+  if (shown.password) shown.password = REDACTED;
+  return shown.href.replaceAll(encodeURIComponent(REDACTED), REDACTED);
+}
 
 export class HttpClient {
   readonly origins: OriginPolicy;
@@ -82,10 +123,16 @@ export class HttpClient {
    */
   async send(url: URL, options: SendOptions): Promise<HttpResponse> {
     let current = url;
+    let hopOptions = options;
     this.origins.check(current, "request URL");
     for (let hop = 0; ; hop++) {
-      const response = await this.sendOnce(current, options);
+      const response = await this.sendOnce(current, hopOptions);
       if (!("location" in response)) return response;
+      // 307/308 repeat the request as it was; 301/302/303 after a POST continue as a GET (RFC 9110 §15.4).
+      if (response.status !== 307 && response.status !== 308 && hopOptions.method === "POST") {
+        const { body: _body, ...rest } = hopOptions;
+        hopOptions = { ...rest, method: "GET" };
+      }
       if (hop >= MAX_REDIRECTS) {
         throw new IngestionError(
           "CONTRACT",
@@ -123,8 +170,22 @@ export class HttpClient {
   }
 
   /** One HTTP request: a response, or the Location of a redirect. */
-  private async sendOnce(url: URL, options: SendOptions): Promise<HttpResponse | { location: string }> {
+  private async sendOnce(
+    url: URL,
+    options: SendOptions,
+  ): Promise<HttpResponse | { location: string; status: number }> {
     const { supplier, metrics, clock, definition } = this.options;
+    const method = options.method ?? "GET";
+    const primary = this.origins.isPrimary(url);
+    const secretQuery = primary ? (options.secretQuery ?? {}) : {};
+    let target = url;
+    if (Object.keys(secretQuery).length > 0) {
+      target = new URL(url);
+      for (const [k, v] of Object.entries(secretQuery)) target.searchParams.set(k, v);
+    }
+    let status: number | null = null;
+    let bytes = 0;
+    let failure: unknown;
     const release = await this.limiter.acquire(options.signal);
     // requestMs bounds headers and body together; undici's own timeouts are per phase/idle gap.
     const timer = new AbortController();
@@ -148,20 +209,29 @@ export class HttpClient {
         accept: options.accept ?? "application/json",
         "accept-encoding": "gzip, deflate, br",
         "user-agent": "supplier-sync",
-        ...(this.origins.isPrimary(url) ? options.headers : {}),
+        ...(primary ? options.headers : {}),
       };
+      if (options.body !== undefined) headers["content-type"] = options.body.contentType;
       const res = await this.pool(url.origin)
-        .request({ method: "GET", path: `${url.pathname}${url.search}`, headers, signal })
+        .request({
+          method,
+          path: `${target.pathname}${target.search}`,
+          headers,
+          signal,
+          ...(options.body !== undefined ? { body: options.body.data } : {}),
+        })
         .catch((err: unknown) => {
           throw this.failure(err, options.signal, timer.signal);
         });
       code = String(res.statusCode);
+      status = res.statusCode;
       const location = headerText(res.headers.location);
       if (REDIRECT_STATUSES.has(res.statusCode) && location !== undefined) {
         await drain(res.body);
-        return { location };
+        return { location, status: res.statusCode };
       }
-      if (res.statusCode < 200 || res.statusCode > 299) {
+      const passed = options.passStatuses?.has(res.statusCode) ?? false;
+      if (!passed && (res.statusCode < 200 || res.statusCode > 299)) {
         await drain(res.body);
         throw classifyStatus(
           res.statusCode,
@@ -180,6 +250,7 @@ export class HttpClient {
       ).catch((err: unknown) => {
         throw this.failure(err, options.signal, timer.signal);
       });
+      bytes = body.length;
       return {
         url,
         status: res.statusCode,
@@ -187,11 +258,27 @@ export class HttpClient {
         contentType: headerText(res.headers["content-type"]),
         body,
       };
+    } catch (err) {
+      failure = err;
+      throw err;
     } finally {
       timer.abort();
       release();
+      const ms = clock.now() - started;
       metrics.httpRequests.inc({ supplier, code });
-      metrics.httpRequestDuration.observe({ supplier }, (clock.now() - started) / 1000);
+      metrics.httpRequestDuration.observe({ supplier }, ms / 1000);
+      if (this.options.observer || options.onEvent) {
+        const event: RequestEvent = {
+          method,
+          url: safeText(displayUrl(target, Object.keys(secretQuery))),
+          status,
+          bytes,
+          ms,
+        };
+        if (failure !== undefined) event.error = safeText(errorMessage(failure), 500);
+        this.options.observer?.(event);
+        options.onEvent?.(event);
+      }
     }
   }
 
@@ -224,14 +311,45 @@ function decoderFor(encoding: string | undefined): Transform | undefined {
   const e = (encoding ?? "identity").trim().toLowerCase();
   if (e === "identity" || e === "") return undefined;
   if (e === "gzip" || e === "x-gzip") return createGunzip();
-  if (e === "deflate") return createInflate();
+  if (e === "deflate") return createDeflateDecoder();
   if (e === "br") return createBrotliDecompress();
   throw new IngestionError("CONTRACT", `unsupported content-encoding ${JSON.stringify(e.slice(0, 50))}`);
 }
 
 /**
+ * `Content-Encoding: deflate` is meant to be zlib-wrapped (RFC 9110 §8.4.1.2),
+ * but some servers send raw deflate: the first two bytes tell them apart.
+ */
+function createDeflateDecoder(): Transform {
+  let inner: Transform | undefined;
+  const out = new PassThrough();
+  const sniff = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      if (!inner) {
+        const b0 = chunk[0] ?? 0;
+        const b1 = chunk[1] ?? 0;
+        const zlibHeader = (b0 & 0x0f) === 8 && ((b0 << 8) | b1) % 31 === 0;
+        inner = zlibHeader ? createInflate() : createInflateRaw();
+        inner.on("error", (err) => out.destroy(err));
+        inner.pipe(out);
+      }
+      if (inner.write(chunk)) done();
+      else inner.once("drain", () => done());
+    },
+    final(done) {
+      if (inner) inner.end();
+      else out.end();
+      done();
+    },
+  });
+  return Duplex.from({ writable: sniff, readable: out }) as unknown as Transform;
+}
+
+/**
  * Reads a body, decompressing it, and stops as soon as `limit` decompressed
- * bytes are exceeded: the excess is never buffered and the socket is destroyed.
+ * bytes are exceeded, or the body decompresses to more than
+ * {@link MAX_COMPRESSION_RATIO} times its compressed size: the excess is never
+ * buffered (zlib hands out small chunks) and the socket is destroyed.
  */
 async function readLimited(body: Readable, encoding: string | undefined, limit: number): Promise<Buffer> {
   let decoder: Transform | undefined;
@@ -241,6 +359,11 @@ async function readLimited(body: Readable, encoding: string | undefined, limit: 
     body.destroy();
     throw err;
   }
+  let compressed = 0;
+  if (decoder)
+    body.on("data", (chunk: Buffer) => {
+      compressed += chunk.length;
+    });
   const source: Readable = decoder ? pipeline(body, decoder, () => {}) : body;
   const chunks: Buffer[] = [];
   let total = 0;
@@ -248,6 +371,12 @@ async function readLimited(body: Readable, encoding: string | undefined, limit: 
     for await (const chunk of source as AsyncIterable<Buffer>) {
       total += chunk.length;
       if (total > limit) throw tooLarge(limit, `more than ${limit} bytes received`);
+      if (decoder && total > RATIO_FLOOR_BYTES && total > MAX_COMPRESSION_RATIO * Math.max(1, compressed)) {
+        throw new IngestionError(
+          "CONTRACT",
+          `response body decompresses more than ${MAX_COMPRESSION_RATIO}:1 (${total} bytes from ${compressed}): refused as a decompression bomb`,
+        );
+      }
       chunks.push(chunk);
     }
   } finally {

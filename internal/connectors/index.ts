@@ -4,6 +4,7 @@ import { type Clock, systemClock } from "../platform/clock.js";
 import type { Logger } from "../platform/logger.js";
 import type { Metrics } from "../platform/metrics.js";
 import { createDeclarativeConnector } from "./declarative.js";
+import type { RequestEvent } from "./http-client.js";
 import { findConnectorModule } from "./registry.js";
 import { Transport } from "./transport.js";
 
@@ -26,6 +27,8 @@ export interface CreateConnectorOptions {
   clock?: Clock;
   /** Jitter source in [0, 1); `Math.random` by default. */
   random?: () => number;
+  /** Told of every HTTP request sent, secrets redacted (`preview`). */
+  observer?: (event: RequestEvent) => void;
 }
 
 /**
@@ -44,6 +47,7 @@ export function createConnector(options: CreateConnectorOptions): Connector {
     metrics: options.metrics,
     clock: options.clock ?? systemClock,
     random: options.random ?? Math.random,
+    ...(options.observer ? { observer: options.observer } : {}),
   });
   const moduleName = options.definition.module;
   if (moduleName !== undefined) {
@@ -54,6 +58,7 @@ export function createConnector(options: CreateConnectorOptions): Connector {
 
 export { createDeclarativeConnector } from "./declarative.js";
 export { readDotPath } from "./dot-path.js";
+export type { RequestEvent } from "./http-client.js";
 export { normalizeRecord, normalizeRecords } from "./normalize.js";
 export type { ConnectorModule } from "./registry.js";
 export { connectorModuleNames } from "./registry.js";

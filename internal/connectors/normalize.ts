@@ -1,6 +1,6 @@
 import type { FieldsDefinition } from "../config/connector-schema.js";
 import type { Offer, Reject } from "../ingestion/ports.js";
-import { fitsNumeric, isLosslessNumber, stringifyForJsonb } from "../platform/exact-json.js";
+import { fitsNumeric, isLosslessNumber, jsonbText } from "../platform/exact-json.js";
 import { stripControl } from "../platform/redact.js";
 import {
   type CompiledField,
@@ -174,7 +174,7 @@ function toAttributes(fields: CompiledFields, raw: object): Record<string, unkno
     attributes[name] = value;
   }
   if (attributes !== null) {
-    const bytes = Buffer.byteLength(stringifyForJsonb(attributes, (text) => text) ?? "");
+    const bytes = Buffer.byteLength(jsonbText(attributes));
     if (bytes > MAX_ATTRIBUTES_BYTES) {
       throw new FieldError(`attributes are larger than ${MAX_ATTRIBUTES_BYTES} bytes of JSON (${bytes})`);
     }

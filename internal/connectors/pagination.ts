@@ -19,6 +19,8 @@ export interface AnsweredPage {
   headers: IncomingHttpHeaders;
   body: unknown;
   recordCount: number;
+  /** The page's last record (for `lastRecordPath`), undefined on an empty page. */
+  lastRecord?: unknown;
 }
 
 /** The URL of the first page: `baseUrl` + `request.path`, `request.query`, first page parameters. */
@@ -28,7 +30,10 @@ export function firstPageUrl(def: ConnectorDefinition): URL {
   const url = new URL(`${base.origin}${prefix}${def.request.path}`);
   for (const [k, v] of Object.entries(def.request.query)) url.searchParams.set(k, v);
   const p = def.pagination;
-  if (p.type === "page") url.searchParams.set(p.param, String(p.start));
+  if (p.type === "page") {
+    url.searchParams.set(p.param, String(p.start));
+    if (p.sizeParam !== undefined && p.size !== undefined) url.searchParams.set(p.sizeParam, String(p.size));
+  }
   if (p.type === "offset") {
     url.searchParams.set(p.offsetParam, "0");
     url.searchParams.set(p.limitParam, String(p.limit));
@@ -44,36 +49,61 @@ export function firstPageUrl(def: ConnectorDefinition): URL {
 export function nextPageUrl(def: ConnectorDefinition, origins: OriginPolicy, page: AnsweredPage): URL | null {
   const p = def.pagination;
   let next: URL | null;
+  if (p.type !== "none" && p.type !== "link" && p.hasMorePath !== undefined) {
+    if (!readFlag(page.body, p.hasMorePath)) return null;
+  }
   switch (p.type) {
     case "none":
       return null;
     case "page": {
       if (page.recordCount === 0) return null;
       const current = Number(page.url.searchParams.get(p.param) ?? p.start);
+      if (p.totalPagesPath !== undefined) {
+        const total = readCount(page.body, p.totalPagesPath);
+        // Pages are numbered from `start`: with start 0, page total-1 is the last.
+        if (current - p.start + 1 >= total) return null;
+      }
       next = withParam(page.url, p.param, String(current + 1));
       break;
     }
     case "offset": {
-      if (page.recordCount < p.limit) return null;
       const current = Number(page.url.searchParams.get(p.offsetParam) ?? 0);
+      if (p.totalPath !== undefined) {
+        const total = readCount(page.body, p.totalPath);
+        if (current + page.recordCount >= total || page.recordCount === 0) return null;
+      } else if (page.recordCount < p.limit) return null;
       next = withParam(page.url, p.offsetParam, String(current + page.recordCount));
       break;
     }
     case "cursor": {
-      const cursor = readDotPath(page.body, p.cursorPath);
+      let cursor: unknown;
+      let where: string;
+      if (p.cursorHeader !== undefined) {
+        const raw = page.headers[p.cursorHeader.toLowerCase()];
+        cursor = Array.isArray(raw) ? raw[0] : raw;
+        where = `header ${p.cursorHeader}`;
+      } else if (p.lastRecordPath !== undefined) {
+        if (page.recordCount === 0) return null;
+        cursor = readDotPath(page.lastRecord, p.lastRecordPath);
+        where = `lastRecordPath ${JSON.stringify(p.lastRecordPath)}`;
+        if (cursor === undefined || cursor === null || cursor === "") {
+          throw new IngestionError("CONTRACT", `the page's last record has no cursor at ${where}`);
+        }
+      } else {
+        cursor = readDotPath(page.body, p.cursorPath ?? "");
+        where = `cursorPath ${JSON.stringify(p.cursorPath)}`;
+      }
       if (cursor === undefined || cursor === null || cursor === "") return null;
       // A long numeric id a double cannot hold arrives as its text (LosslessNumber), kept exact.
       if (typeof cursor !== "string" && typeof cursor !== "number" && !isLosslessNumber(cursor)) {
-        throw new IngestionError(
-          "CONTRACT",
-          `cursor at ${JSON.stringify(p.cursorPath)} is ${typeof cursor}, not a string`,
-        );
+        throw new IngestionError("CONTRACT", `cursor at ${where} is ${typeof cursor}, not a string`);
       }
       const text = String(cursor);
       // Some APIs hand out the next page as a full URL; it is followed only inside the pinned origins.
-      next = /^https?:\/\//i.test(text)
-        ? origins.resolve(text, page.url, "cursor URL")
-        : withParam(firstPageUrl(def), p.param, text);
+      next =
+        /^https?:\/\//i.test(text) && p.lastRecordPath === undefined
+          ? origins.resolve(text, page.url, "cursor URL")
+          : withParam(firstPageUrl(def), p.param, text);
       break;
     }
     case "link": {
@@ -91,6 +121,55 @@ export function nextPageUrl(def: ConnectorDefinition, origins: OriginPolicy, pag
   }
   return next;
 }
+
+/** `hasMorePath`: a boolean (or `"true"`/`"false"`, 1/0); anything else is `CONTRACT`. */
+function readFlag(body: unknown, path: string): boolean {
+  const value = readDotPath(body, path);
+  if (value === true || value === "true" || value === 1 || value === "1") return true;
+  if (value === false || value === "false" || value === 0 || value === "0") return false;
+  throw new IngestionError(
+    "CONTRACT",
+    `hasMorePath ${JSON.stringify(path)} is ${value === undefined ? "missing" : JSON.stringify(value)?.slice(0, 50)}, not a boolean`,
+  );
+}
+
+/** `totalPagesPath` / `totalPath`: a non-negative integer (or its decimal string); anything else is `CONTRACT`. */
+function readCount(body: unknown, path: string): number {
+  const value = readDotPath(body, path);
+  const n = typeof value === "string" && /^\d+$/.test(value.trim()) ? Number(value) : value;
+  if (typeof n !== "number" || !Number.isSafeInteger(n) || n < 0) {
+    throw new IngestionError(
+      "CONTRACT",
+      `${JSON.stringify(path)} is ${value === undefined ? "missing" : JSON.stringify(value)?.slice(0, 50)}, not a count`,
+    );
+  }
+  return n;
+}
+
+/**
+ * Remembers the page URLs of a walk: a next page already visited (a cursor
+ * that comes round again, a `Link` back to an earlier page) means the walk
+ * would never end, so it fails `CONTRACT`. Memory stays bounded: only the
+ * last {@link PROGRESS_WINDOW} URLs are kept; a longer cycle is still ended by
+ * the run deadline.
+ */
+export class ProgressGuard {
+  private readonly seen = new Set<string>();
+  visit(url: URL): void {
+    if (this.seen.has(url.href)) {
+      throw new IngestionError(
+        "CONTRACT",
+        `pagination does not advance: next page ${redactQuery(url)} was already fetched in this walk`,
+      );
+    }
+    this.seen.add(url.href);
+    // A Set iterates in insertion order: the first key is the oldest.
+    if (this.seen.size > PROGRESS_WINDOW) this.seen.delete(this.seen.values().next().value as string);
+  }
+}
+
+/** Page URLs a walk remembers for {@link ProgressGuard}. */
+export const PROGRESS_WINDOW = 10_000;
 
 function withParam(url: URL, name: string, value: string): URL {
   const next = new URL(url);

@@ -1,12 +1,25 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
-import { resolveAuthHeaders } from "../config/secrets.js";
 import type { WalkContext } from "../ingestion/ports.js";
 import type { Clock } from "../platform/clock.js";
-import { ConfigError, IngestionError, isIngestionError } from "../platform/errors.js";
+import { IngestionError, isIngestionError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { Metrics } from "../platform/metrics.js";
-import { HttpClient, type HttpResponse } from "./http-client.js";
-import { retryReason, runWithRetries } from "./retry-policy.js";
+import { type Authenticator, authUnavailable, createAuthenticator, type LoginExchange } from "./auth.js";
+import {
+  applyErrorRules,
+  bodyForConditions,
+  conditionStatuses,
+  matchesCondition,
+  needsBody,
+} from "./conditions.js";
+import {
+  HttpClient,
+  type HttpClientOptions,
+  type HttpResponse,
+  type RequestEvent,
+  type SendOptions,
+} from "./http-client.js";
+import { classifyStatus, parseRetryAfter, retryReason, runWithRetries } from "./retry-policy.js";
 
 /**
  * What every connector of a supplier shares, declarative or hand-written: the
@@ -24,6 +37,8 @@ export interface TransportOptions {
   metrics: Metrics;
   clock: Clock;
   random: () => number;
+  /** Told of every HTTP request (`preview`). */
+  observer?: (event: RequestEvent) => void;
 }
 
 export interface PageFetch<T> {
@@ -33,23 +48,52 @@ export interface PageFetch<T> {
   ctx: WalkContext;
   /** The walk's signal (ctx.signal, plus the walk's own stop). */
   signal: AbortSignal;
-  /** Auth and configured headers; sent to the baseUrl origin only. */
+  /** Configured headers; sent to the baseUrl origin only. Credentials are added here, not by the caller. */
   headers: Record<string, string>;
   accept?: string;
+  /** `GET` by default. */
+  method?: "GET" | "POST";
+  /** Body of a POST with its content type. */
+  body?: { contentType: string; data: string };
   /** Decodes a 2xx response; runs inside each attempt, so a `CONTRACT` error there costs no retry. */
   decode: (response: HttpResponse) => T;
 }
 
+/** A response matched `auth.expiredWhen`: log in once more and repeat. Never retried as such. */
+class CredentialsExpired extends IngestionError {
+  constructor(readonly generation: number) {
+    super("AUTH", "supplier reported the session expired");
+  }
+}
+
 export class Transport {
   readonly http: HttpClient;
+  readonly auth: Authenticator;
+  /** Statuses answered as responses, for `errors` and `expiredWhen` to look at. */
+  private readonly passStatuses: ReadonlySet<number>;
+  private readonly conditionsNeedBody: boolean;
 
   constructor(readonly options: TransportOptions) {
-    this.http = new HttpClient({
+    const def = options.definition;
+    const httpOptions: HttpClientOptions = {
       supplier: options.supplier,
-      definition: options.definition,
+      definition: def,
       metrics: options.metrics,
       clock: options.clock,
+    };
+    if (options.observer) httpOptions.observer = options.observer;
+    this.http = new HttpClient(httpOptions);
+    this.auth = createAuthenticator({
+      supplier: options.supplier,
+      auth: def.auth,
+      baseUrl: def.baseUrl,
+      sources: { connectorsDir: options.connectorsDir, readSecretEnv: options.readSecretEnv },
+      clock: options.clock,
+      metrics: options.metrics,
     });
+    const conditions = [...this.auth.expiredWhen, ...def.errors];
+    this.passStatuses = conditionStatuses(conditions);
+    this.conditionsNeedBody = needsBody(conditions);
   }
 
   get supplier(): string {
@@ -57,29 +101,37 @@ export class Transport {
   }
 
   /**
-   * Credentials for this walk. Secret files are re-read every time, so call it
-   * at the start of every walk. A missing or unreadable secret is `AUTH`.
+   * Starts a walk: secrets are re-read (env and files), so rotated ones apply.
+   * A missing or unreadable secret is `AUTH`. A session or OAuth token is kept.
    */
-  authHeaders(): Record<string, string> {
-    const { definition, connectorsDir, readSecretEnv } = this.options;
+  beginWalk(): void {
     try {
-      return resolveAuthHeaders(definition.auth, { connectorsDir, readSecretEnv });
+      this.auth.refresh();
     } catch (err) {
-      if (err instanceof ConfigError) {
-        throw new IngestionError("AUTH", `credentials unavailable: ${err.message}`, { cause: err });
-      }
-      throw err;
+      throw authUnavailable(err);
     }
   }
 
   /**
-   * Fetches and decodes one page with the retry policy, all attempts bounded
-   * by `timeouts.pageMs`. Resolves with the value and the requests it took;
-   * a failure carries them in `IngestionError.attempts`.
+   * Starts a walk ({@link beginWalk}) and returns `{}`: credentials of every
+   * kind are attached by {@link fetchPage} itself, per request, so callers
+   * only pass their configured headers. Kept for hand-written modules.
+   */
+  authHeaders(): Record<string, string> {
+    this.beginWalk();
+    return {};
+  }
+
+  /**
+   * Fetches and decodes one page with the retry policy, all attempts (logins
+   * included) bounded by `timeouts.pageMs`. Credentials are attached here; a
+   * response matching `auth.expiredWhen` costs one new login and one repeat,
+   * a second expiry in a row is `AUTH`. Resolves with the value and the
+   * requests it took; a failure carries them in `IngestionError.attempts`.
    */
   async fetchPage<T>(request: PageFetch<T>): Promise<{ value: T; attempts: number }> {
-    const { definition, clock, random, metrics, supplier } = this.options;
-    const pageMs = definition.timeouts.pageMs;
+    const pageMs = this.options.definition.timeouts.pageMs;
+    const { clock } = this.options;
     const deadline = new AbortController();
     const deadlineError = () =>
       new IngestionError("DEADLINE", `page ${request.seq} exceeded timeouts.pageMs (${pageMs} ms)`);
@@ -88,52 +140,74 @@ export class Transport {
       () => {},
     );
     const signal = AbortSignal.any([request.signal, deadline.signal]);
-    let attempts = 0;
+    const deadlineAt = clock.now() + pageMs;
+    const counter = { attempts: 0 };
+    const exchange = (login: LoginExchange): Promise<HttpResponse> =>
+      this.exchange({
+        url: login.url,
+        send: {
+          method: login.method,
+          headers: login.headers,
+          secretQuery: login.secretQuery,
+          ...(login.body ? { body: login.body } : {}),
+        },
+        seq: request.seq,
+        ctx: request.ctx,
+        signal,
+        deadlineAt,
+        deadlineError,
+        counter,
+        beforeAttempt: login.beforeAttempt,
+        afterAttempt: login.afterAttempt,
+        check: (response) => response,
+      });
     try {
-      const value = await runWithRetries(
-        async () => {
-          const send: Parameters<HttpClient["send"]>[1] = {
-            headers: request.headers,
-            signal,
-            onRequest: () => {
-              attempts++;
-            },
-          };
-          if (request.accept !== undefined) send.accept = request.accept;
-          const response = await this.http.send(request.url, send);
-          return request.decode(response);
-        },
-        {
-          retry: definition.retry,
-          clock,
-          random,
+      for (let expiries = 0; ; expiries++) {
+        const credentials = await this.auth.credentials({
+          ctx: request.ctx,
+          seq: request.seq,
           signal,
-          deadlineAt: clock.now() + pageMs,
-          deadlineError,
-          onRetry: ({ attempt, error, delayMs, retryAfterMs }) => {
-            const reason = retryReason(error);
-            if (retryAfterMs !== undefined) this.http.limiter.pause(retryAfterMs);
-            metrics.httpRetries.inc({ supplier, reason });
-            request.ctx.log.warn(
-              {
-                supplier,
-                run_id: request.ctx.runId,
-                seq: request.seq,
-                attempt,
-                reason,
-                delay_ms: delayMs,
-                err: error.message,
-              },
-              "request failed, retrying",
+          exchange,
+        });
+        try {
+          const value = await this.exchange({
+            url: request.url,
+            send: {
+              ...(request.method ? { method: request.method } : {}),
+              ...(request.body ? { body: request.body } : {}),
+              ...(request.accept !== undefined ? { accept: request.accept } : {}),
+              headers: mergeHeaders(request.headers, credentials.headers),
+              secretQuery: credentials.query,
+            },
+            seq: request.seq,
+            ctx: request.ctx,
+            signal,
+            deadlineAt,
+            deadlineError,
+            counter,
+            generation: credentials.generation,
+            check: request.decode,
+          });
+          return { value, attempts: counter.attempts };
+        } catch (err) {
+          if (!(err instanceof CredentialsExpired)) throw err;
+          if (expiries >= 1) {
+            throw new IngestionError(
+              "AUTH",
+              "supplier reported the session expired again right after a new login",
             );
-          },
-        },
-      );
-      return { value, attempts };
+          }
+          request.ctx.log.info(
+            { supplier: this.supplier, run_id: request.ctx.runId, seq: request.seq },
+            "session expired: logging in again and repeating the request",
+          );
+          this.auth.expire(err.generation);
+        }
+      }
     } catch (err) {
       // Only errors born here carry the count; a signal reason (lease lost, shutdown) is not ours to change.
       if (isIngestionError(err) && !(request.signal.aborted && err === request.signal.reason)) {
-        err.attempts = attempts;
+        err.attempts = counter.attempts;
       }
       throw err;
     } finally {
@@ -141,7 +215,120 @@ export class Transport {
     }
   }
 
+  /**
+   * One logical request with the retry policy: send, then the response
+   * conditions (`expiredWhen` first, then `errors`, then the status), then
+   * `check`. `generation` is set for requests carrying a token that may expire.
+   */
+  private exchange<T>(x: {
+    url: URL;
+    send: Omit<SendOptions, "signal" | "onRequest">;
+    seq: number;
+    ctx: WalkContext;
+    signal: AbortSignal;
+    deadlineAt: number;
+    deadlineError: () => IngestionError;
+    counter: { attempts: number };
+    generation?: number;
+    beforeAttempt?: (signal: AbortSignal) => Promise<void>;
+    afterAttempt?: () => void;
+    check: (response: HttpResponse) => T;
+  }): Promise<T> {
+    const { definition, clock, random, metrics, supplier } = this.options;
+    return runWithRetries(
+      async () => {
+        await x.beforeAttempt?.(x.signal);
+        let response: HttpResponse;
+        try {
+          response = await this.http.send(x.url, {
+            ...x.send,
+            passStatuses: this.passStatuses,
+            signal: x.signal,
+            onRequest: () => {
+              x.counter.attempts++;
+            },
+            ...(x.ctx.log.isLevelEnabled("debug")
+              ? {
+                  onEvent: (event: RequestEvent) =>
+                    x.ctx.log.debug({ supplier, run_id: x.ctx.runId, seq: x.seq, ...event }, "http request"),
+                }
+              : {}),
+          });
+        } finally {
+          x.afterAttempt?.();
+        }
+        this.inspect(response, x.generation);
+        return x.check(response);
+      },
+      {
+        retry: definition.retry,
+        clock,
+        random,
+        signal: x.signal,
+        deadlineAt: x.deadlineAt,
+        deadlineError: x.deadlineError,
+        onRetry: ({ attempt, error, delayMs, retryAfterMs }) => {
+          const reason = retryReason(error);
+          if (retryAfterMs !== undefined) this.http.limiter.pause(retryAfterMs);
+          metrics.httpRetries.inc({ supplier, reason });
+          x.ctx.log.warn(
+            {
+              supplier,
+              run_id: x.ctx.runId,
+              seq: x.seq,
+              attempt,
+              reason,
+              delay_ms: delayMs,
+              err: error.message,
+            },
+            "request failed, retrying",
+          );
+        },
+      },
+    );
+  }
+
+  /** Response conditions, in DESIGN order: expiry (token requests only), `errors`, then a passed non-2xx status. */
+  private inspect(response: HttpResponse, generation: number | undefined): void {
+    const def = this.options.definition;
+    const body = this.conditionsNeedBody
+      ? bodyForConditions(response.body, response.contentType, def.maxJsonDepth)
+      : undefined;
+    if (
+      generation !== undefined &&
+      this.auth.expiredWhen.some((c) => matchesCondition(c, response.status, body))
+    ) {
+      throw new CredentialsExpired(generation);
+    }
+    applyErrorRules(def.errors, response.status, body);
+    if (response.status < 200 || response.status > 299) {
+      const retryAfter = response.headers["retry-after"];
+      throw classifyStatus(
+        response.status,
+        parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, this.options.clock.now()),
+      );
+    }
+  }
+
   async close(): Promise<void> {
     await this.http.close();
   }
+}
+
+/** Configured headers plus credentials; a session cookie joins configured cookies. */
+function mergeHeaders(
+  configured: Record<string, string>,
+  credentials: Record<string, string>,
+): Record<string, string> {
+  const out: Record<string, string> = { ...configured };
+  for (const [name, value] of Object.entries(credentials)) {
+    const existing = Object.keys(out).find((k) => k.toLowerCase() === name.toLowerCase());
+    if (existing !== undefined && name.toLowerCase() === "cookie")
+      out[existing] = `${out[existing]}; ${value}`;
+    else {
+      if (existing !== undefined) delete out[existing];
+      out[name] = value;
+    }
+  }
+  return out;
 }

@@ -6,31 +6,11 @@ import fc from "fast-check";
 import type pg from "pg";
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
+import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
 import { buildConnector, simDefinition } from "../connectors/test-support.js";
-import { acquireLease } from "../lease/lease.js";
-import { systemClock } from "../platform/clock.js";
-import { createLogger } from "../platform/logger.js";
-import { createMetrics } from "../platform/metrics.js";
 import { skuOf } from "../simulator/catalog.js";
 import { startSimulator } from "../simulator/server.js";
 import type { Simulator } from "../simulator/types.js";
-import * as store from "../store/runs.js";
-import { runTick, type TickDeps } from "./tick.js";
-
-const log = createLogger({ level: "silent" });
-
-function deps(pool: pg.Pool): TickDeps {
-  return {
-    pool,
-    store,
-    acquireLease: (name) => acquireLease(pool, name, log),
-    log,
-    metrics: createMetrics({ processMetrics: false }),
-    clock: systemClock,
-    owner: { hostname: "test", pid: 1, bootId: "b" },
-    heartbeatMs: 1_000,
-  };
-}
 
 /** One forced tick of `name` against the simulator; returns the run id. */
 async function tick(
@@ -46,12 +26,7 @@ async function tick(
       supplier: name,
     },
   );
-  const result = await runTick(deps(pool), {
-    supplier: { name, intervalMs: 3_600_000, enabled: true },
-    trigger: "tick_once",
-    force: true,
-    connector: { kind: "ok", connector, maxRejectRatio: 0.5, runMs: 60_000 },
-  });
+  const result = await forcedTick(tickDeps(pool), name, connector);
   return { runId: Number(result.runId), outcome: result.outcome };
 }
 

@@ -39,6 +39,8 @@ export interface Page {
   rejects: Reject[];
   /** HTTP requests it took, retries included. */
   httpAttempts: number;
+  /** Whether another step follows, when the connector knows it before fetching it (`preview`). */
+  hasNext?: boolean;
 }
 
 export interface WalkContext {
@@ -46,6 +48,11 @@ export interface WalkContext {
   signal: AbortSignal;
   log: Logger;
   runId: string;
+  /**
+   * Request step N+1 while step N is stored (default true). `preview` turns it
+   * off so that walking N steps sends no request of step N+1.
+   */
+  prefetch?: boolean;
 }
 
 /**

@@ -4,7 +4,7 @@ import type pg from "pg";
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { acquireLease } from "../lease/lease.js";
-import { systemClock } from "../platform/clock.js";
+import { OffsetClock, systemClock } from "../platform/clock.js";
 import { IngestionError } from "../platform/errors.js";
 import { createLogger } from "../platform/logger.js";
 import { createMetrics } from "../platform/metrics.js";
@@ -104,6 +104,39 @@ t.test("a complete walk succeeds; the due gate then skips; --force runs again", 
   t.equal(r3.outcome, "success");
   t.equal((await runRow(pool, r3.runId)).trigger, "forced");
   t.equal((await runRow(pool, r3.runId)).records_unchanged, 20);
+});
+
+t.test("the slot is cut from PostgreSQL's now() under the lease, not from the host's clock", async (t) => {
+  const pool = testPool(t, await createTestDatabase(t), 6);
+  const dbSlot = async () =>
+    (
+      await pool.query<{ ms: number }>(
+        "select floor(extract(epoch from now())::float8 * 1000 / 3600000) * 3600000 as ms",
+      )
+    ).rows[0]?.ms;
+  // Two hosts, one clock two hours behind and one two hours ahead of the database's.
+  const behind = { ...deps(pool), clock: new OffsetClock(systemClock, -2 * 3_600_000) };
+  const ahead = { ...deps(pool), clock: new OffsetClock(systemClock, 2 * 3_600_000) };
+  const before = await dbSlot();
+  const r1 = await runTick(behind, {
+    supplier,
+    trigger: "schedule",
+    force: false,
+    connector: slot(scripted([page(1)])),
+  });
+  const r2 = await runTick(ahead, {
+    supplier,
+    trigger: "schedule",
+    force: false,
+    connector: slot(scripted([page(1)])),
+  });
+  const after = await dbSlot();
+  t.equal(before, after, "no hour boundary crossed during the test (rerun if it fails here)");
+  t.equal(r1.outcome, "success");
+  t.equal(r1.slotStart?.getTime(), before, "the tick reports the database's slot");
+  t.equal((await runRow(pool, r1.runId)).slot_start.getTime(), before, "and records it");
+  t.equal(r2.outcome, "not_due", "the other host agrees on the slot: the due gate holds");
+  t.equal(r2.slotStart?.getTime(), before);
 });
 
 t.test("a busy lease is lease_busy with no run row", async (t) => {

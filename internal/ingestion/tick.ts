@@ -33,6 +33,8 @@ import { slotStartOf } from "./slots.js";
 
 /** What the tick needs from the store (implemented by internal/store). */
 export interface TickStore {
+  /** PostgreSQL's `now()` in ms since the epoch: the clock every slot is cut from. */
+  databaseNow(db: pg.ClientBase): Promise<number>;
   recoverAbandonedRuns(
     db: pg.ClientBase,
     supplier: string,
@@ -96,6 +98,8 @@ export interface TickRequest {
 export interface TickResult {
   supplier: string;
   outcome: TickOutcome;
+  /** The slot, from the database's clock under the lease; absent when no lease was taken. */
+  slotStart?: Date;
   runId?: number;
   state?: RunState;
   errorCode?: string | null;
@@ -107,11 +111,10 @@ export interface TickResult {
 export async function runTick(deps: TickDeps, req: TickRequest): Promise<TickResult> {
   const started = deps.clock.now();
   const supplier = req.supplier.name;
-  const slotStart = new Date(slotStartOf(started, req.supplier.intervalMs));
-  const log = deps.log.child({ supplier, slot: slotStart.toISOString() });
+  const log = deps.log.child({ supplier });
   let result: Omit<TickResult, "durationMs" | "supplier">;
   try {
-    result = await tickUnderLease(deps, req, slotStart, log);
+    result = await tickUnderLease(deps, req, log);
   } catch (err) {
     // Infrastructure failure outside a run (database unreachable at lease time).
     log.error({ err: errorMessage(err) }, "tick failed before a run started");
@@ -122,6 +125,7 @@ export async function runTick(deps: TickDeps, req: TickRequest): Promise<TickRes
   deps.metrics.tickDuration.observe({ supplier, outcome: result.outcome }, durationMs / 1000);
   const line = {
     outcome: result.outcome,
+    slot: result.slotStart?.toISOString(),
     run_id: result.runId,
     state: result.state,
     error_code: result.errorCode ?? undefined,
@@ -139,13 +143,17 @@ export async function runTick(deps: TickDeps, req: TickRequest): Promise<TickRes
 async function tickUnderLease(
   deps: TickDeps,
   req: TickRequest,
-  slotStart: Date,
-  log: Logger,
+  tickLog: Logger,
 ): Promise<Omit<TickResult, "durationMs" | "supplier">> {
   const supplier = req.supplier.name;
   const lease = await deps.acquireLease(supplier);
   if (!lease) return { outcome: "lease_busy" };
   try {
+    // DESIGN §4: the slot is cut from the database's clock, read under the lease, so
+    // hosts whose clocks disagree still agree on it (and on the due gate below).
+    const dbNow = await deps.store.databaseNow(lease.client);
+    const slotStart = new Date(slotStartOf(dbNow, req.supplier.intervalMs));
+    const log = tickLog.child({ slot: slotStart.toISOString() });
     const recovered = await deps.store.recoverAbandonedRuns(lease.client, supplier);
     for (const run of recovered) {
       deps.metrics.runsRecovered.inc({ supplier });
@@ -155,7 +163,7 @@ async function tickUnderLease(
       );
     }
     if (!req.force && (await deps.store.hasSuccessInSlot(lease.client, supplier, slotStart))) {
-      return { outcome: "not_due" };
+      return { outcome: "not_due", slotStart };
     }
     const trigger: RunTrigger = req.force ? "forced" : req.trigger;
     const runId = await deps.store.startRun(lease.client, {
@@ -174,9 +182,15 @@ async function tickUnderLease(
         errorCode: code,
         errorMessage: req.connector.reason,
       });
-      return { outcome: "connector_missing", runId, state: closed?.state ?? "failed", errorCode: code };
+      return {
+        outcome: "connector_missing",
+        slotStart,
+        runId,
+        state: closed?.state ?? "failed",
+        errorCode: code,
+      };
     }
-    return await walkAndClose(deps, req, req.connector, lease, runId, runLog);
+    return { slotStart, ...(await walkAndClose(deps, req, req.connector, lease, runId, runLog)) };
   } finally {
     await lease.release();
   }

@@ -83,3 +83,21 @@ export class ManualClock implements Clock {
     return this.sleepers.length;
   }
 }
+
+/**
+ * Another clock shifted by `offsetMs`, which may change at any time (the database
+ * clock's measured offset, or a test's injected skew). Sleeps are the base clock's:
+ * a duration does not depend on where the clock's zero is.
+ */
+export class OffsetClock implements Clock {
+  constructor(
+    private readonly base: Clock,
+    public offsetMs = 0,
+  ) {}
+  now(): number {
+    return this.base.now() + this.offsetMs;
+  }
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    return this.base.sleep(ms, signal);
+  }
+}

@@ -33,3 +33,23 @@ export function formatDuration(ms: number): string {
   }
   return parts.length ? parts.join("") : `${ms}ms`;
 }
+
+/**
+ * Human form of an elapsed time that keeps sub-second precision where it matters:
+ * `340ms`, `4.2s`, `1m05s`, `2h03m10s`, `12h`, `3d04h`. Negative values count as 0.
+ */
+export function formatElapsed(ms: number): string {
+  const t = Math.max(0, ms);
+  if (t < 1_000) return `${Math.round(t)}ms`;
+  if (t < 10_000) return `${(Math.floor(t / 100) / 10).toFixed(1)}s`;
+  const totalSeconds = Math.floor(t / 1000);
+  const d = Math.floor(totalSeconds / 86_400);
+  const h = Math.floor((totalSeconds % 86_400) / 3600);
+  const m = Math.floor((totalSeconds % 3600) / 60);
+  const s = totalSeconds % 60;
+  const two = (n: number) => String(n).padStart(2, "0");
+  if (d > 0) return `${d}d${two(h)}h`;
+  if (h > 0) return `${h}h${m || s ? `${two(m)}m` : ""}${s ? `${two(s)}s` : ""}`;
+  if (m > 0) return `${m}m${two(s)}s`;
+  return `${s}s`;
+}

@@ -33,6 +33,7 @@ export type IngestionErrorCode =
   | "CONNECTOR_MISSING"
   | "AUTH"
   | "CONTRACT"
+  | "SUPPLIER"
   | "NETWORK"
   | "RATE_LIMITED"
   | "DATABASE"

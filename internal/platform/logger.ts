@@ -1,4 +1,5 @@
 import { type DestinationStream, type Logger, pino } from "pino";
+import { prettyDestination } from "./pretty-log.js";
 import { safeText } from "./redact.js";
 
 export type { Logger } from "pino";
@@ -9,6 +10,13 @@ export interface LoggerOptions {
   destination?: DestinationStream;
   /** Time source for the `time` field, injectable like the rest. */
   now?: () => number;
+  /**
+   * Human-readable lines instead of JSON (the entry point asks for it on a terminal
+   * outside production). Ignored when `destination` is given.
+   */
+  pretty?: boolean;
+  /** Write to stderr instead of stdout: for commands whose stdout is data (`runs --json`). */
+  stderr?: boolean;
 }
 
 /** Header names whose values are always secret. */
@@ -56,6 +64,9 @@ export function createLogger(options: LoggerOptions): Logger {
         },
       },
     },
-    options.destination ?? pino.destination({ dest: 1, sync: true }),
+    options.destination ??
+      (options.pretty
+        ? prettyDestination(pino.destination({ dest: options.stderr ? 2 : 1, sync: true }), true)
+        : pino.destination({ dest: options.stderr ? 2 : 1, sync: true })),
   );
 }

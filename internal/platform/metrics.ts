@@ -4,6 +4,9 @@ import { TICK_OUTCOMES } from "../ingestion/ports.js";
 /** `ingestion_records_total` results. */
 export const RECORD_RESULTS = ["inserted", "updated", "unchanged", "rejected", "delisted"] as const;
 
+/** `ingestion_auth_logins_total` results. */
+export const AUTH_LOGIN_RESULTS = ["ok", "failed"] as const;
+
 /**
  * The self-metrics of DESIGN §8 on the app's own registry (never prom-client's
  * global one). No SKU or run id is ever a label.
@@ -21,6 +24,8 @@ export interface Metrics {
   readonly httpRetries: Counter<"supplier" | "reason">;
   readonly rateLimitWait: Counter<"supplier">;
   readonly runsRecovered: Counter<"supplier">;
+  /** Session and OAuth logins, `ok` or `failed` (a login retried after a 503 and then answered counts once, `ok`). */
+  readonly authLogins: Counter<"supplier" | "result">;
   /** Starts every known label set of `supplier` at 0. */
   initSupplier(supplier: string): void;
 }
@@ -107,6 +112,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ["supplier"] as const,
     registers,
   });
+  const authLogins = new Counter({
+    name: "ingestion_auth_logins_total",
+    help: "Session and OAuth logins by supplier and result (ok, failed); retries within one login count once.",
+    labelNames: ["supplier", "result"] as const,
+    registers,
+  });
   return {
     registry,
     tickAttempts,
@@ -120,7 +131,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     httpRetries,
     rateLimitWait,
     runsRecovered,
+    authLogins,
     initSupplier(supplier) {
+      for (const result of AUTH_LOGIN_RESULTS) authLogins.inc({ supplier, result }, 0);
       for (const outcome of TICK_OUTCOMES) {
         tickAttempts.inc({ supplier, outcome }, 0);
         tickDuration.zero({ supplier, outcome });

@@ -27,6 +27,8 @@ function harness(
     outcome?: (f: Fired) => TickOutcome;
     tickMs?: (f: Fired) => number;
     last?: Map<string, Date | null>;
+    /** The slot the database put the tick in (ms); the scheduler's own slot when absent. */
+    databaseSlot?: (f: Fired) => number | undefined;
   } = {},
 ) {
   const clock = new ManualClock(opts.start ?? 10 * HOUR);
@@ -34,6 +36,7 @@ function harness(
   const fired: Fired[] = [];
   let running = 0;
   let maxRunning = 0;
+  let resyncs = 0;
   const scheduler = new Scheduler({
     suppliers,
     maxConcurrentTicks: opts.maxConcurrentTicks ?? 4,
@@ -43,6 +46,9 @@ function harness(
     log: silent,
     metrics,
     lastSuccesses: async () => opts.last ?? new Map(),
+    resyncClock: async () => {
+      resyncs++;
+    },
     async tick(supplier, trigger): Promise<TickResult> {
       const f = { supplier: supplier.name, trigger, at: clock.now() };
       fired.push(f);
@@ -51,10 +57,16 @@ function harness(
       const ms = opts.tickMs?.(f) ?? 0;
       if (ms > 0) await clock.sleep(ms);
       running--;
-      return { supplier: supplier.name, outcome: opts.outcome?.(f) ?? "success", durationMs: ms };
+      const slot = opts.databaseSlot?.(f);
+      return {
+        supplier: supplier.name,
+        outcome: opts.outcome?.(f) ?? "success",
+        durationMs: ms,
+        ...(slot === undefined ? {} : { slotStart: new Date(slot) }),
+      };
     },
   });
-  return { clock, scheduler, fired, metrics, maxRunning: () => maxRunning };
+  return { clock, scheduler, fired, metrics, maxRunning: () => maxRunning, resyncs: () => resyncs };
 }
 
 t.test("catch-up at start, then one tick per slot at a stable offset", async (t) => {
@@ -182,5 +194,45 @@ t.test("stop tolerates never-started and double stop, and waits for running tick
   t.ok(stopped);
   await h.clock.advance(10 * MIN);
   t.equal(h.fired.length, 1, "nothing fires after stop");
+  await h.scheduler.stop();
+});
+
+t.test("a tick the database put in the previous slot: re-measure, fire again for the slot", async (t) => {
+  const s: SupplierConfig = { name: "etm", intervalMs: HOUR, enabled: true };
+  const offset = slotOffsetOf("etm", HOUR);
+  const h = harness([s], {
+    last: new Map([["etm", new Date(10 * HOUR + 1)]]),
+    // The first scheduled fire (slot 11h) reaches a database still in slot 10h: its
+    // clock was 2 s behind what the stale offset said. Later ticks agree.
+    databaseSlot: (f) => (f.at === 11 * HOUR + offset ? 10 * HOUR : undefined),
+    outcome: (f) => (f.at === 11 * HOUR + offset ? "not_due" : "success"),
+  });
+  await h.scheduler.start();
+  await h.clock.advance(HOUR + offset + 5_000);
+  t.equal(h.resyncs(), 1, "the clock offset was re-measured");
+  t.same(
+    h.fired.map((f) => f.at),
+    [11 * HOUR + offset, 11 * HOUR + offset + 250],
+    "fired again for slot 11h, shortly after, instead of waiting for slot 12h",
+  );
+  await h.clock.advance(HOUR);
+  t.same(h.fired.map((f) => f.at).slice(2), [12 * HOUR + offset], "then back to one fire per slot");
+  await h.scheduler.stop();
+});
+
+t.test("a tick in the slot it was fired for, or a later one, changes nothing", async (t) => {
+  const s: SupplierConfig = { name: "iek", intervalMs: HOUR, enabled: true };
+  const offset = slotOffsetOf("iek", HOUR);
+  const h = harness([s], {
+    last: new Map([["iek", new Date(10 * HOUR + 1)]]),
+    databaseSlot: (f) => Math.floor(f.at / HOUR) * HOUR + (f.at > 12 * HOUR ? HOUR : 0),
+  });
+  await h.scheduler.start();
+  await h.clock.advance(3 * HOUR + offset + 1);
+  t.equal(h.resyncs(), 0);
+  t.same(
+    h.fired.map((f) => f.at),
+    [11 * HOUR + offset, 12 * HOUR + offset, 13 * HOUR + offset],
+  );
   await h.scheduler.stop();
 });

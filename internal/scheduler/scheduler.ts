@@ -8,10 +8,17 @@
  * - After `failed` / `partial` / `lease_lost`, a retry is armed within the slot with
  *   backoff (retryBackoffMs, doubling, capped at the interval); each retry is a new
  *   run with trigger `retry`.
+ * - `clock` is the database clock (the host clock plus its measured offset): fire
+ *   times are on the database's slot grid. A tick reads its slot from the database
+ *   itself; if that slot is earlier than the one it was fired for, the offset is
+ *   stale: the clock is re-measured and the supplier fired again for its slot.
+ * - Scale-out: a fire waits for a free tick *before* the tick takes its lease, so a
+ *   replica whose ticks are all busy holds no lease it cannot use; another replica
+ *   with capacity takes it, and this one later finds it `lease_busy` or `not_due`.
  */
 import type { SupplierConfig } from "../config/types.js";
 import type { RunTrigger, TickOutcome } from "../ingestion/ports.js";
-import { nextSlotFireAt, slotStartOf } from "../ingestion/slots.js";
+import { nextSlotFireAt, slotOffsetOf, slotStartOf } from "../ingestion/slots.js";
 import type { TickResult } from "../ingestion/tick.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage } from "../platform/errors.js";
@@ -31,11 +38,15 @@ export interface SchedulerOptions {
   tick(supplier: SupplierConfig, trigger: RunTrigger): Promise<TickResult>;
   /** Last success per supplier, for catch-up at start. */
   lastSuccesses(): Promise<Map<string, Date | null>>;
+  /** Re-measures `clock`'s offset to the database (a tick found the database in an earlier slot). */
+  resyncClock?(): Promise<unknown>;
 }
 
 export type SchedulerState = "idle" | "running" | "stopping" | "stopped";
 
 const RETRY_OUTCOMES: ReadonlySet<TickOutcome> = new Set(["failed", "partial", "lease_lost"]);
+/** Shortest wait before firing again for a slot the database had not reached yet. */
+const REFIRE_MIN_MS = 250;
 
 interface Ticker {
   supplier: SupplierConfig;
@@ -129,14 +140,15 @@ export class Scheduler {
       nextSlotFireAt(this.options.clock.now(), supplier.name, supplier.intervalMs),
       "schedule",
     );
-    const run = this.runTicker(ticker, trigger).finally(() => {
+    const firedSlot = slotStartOf(this.options.clock.now(), supplier.intervalMs);
+    const run = this.runTicker(ticker, trigger, firedSlot).finally(() => {
       ticker.busy = false;
       this.inFlight.delete(run);
     });
     this.inFlight.add(run);
   }
 
-  private async runTicker(ticker: Ticker, trigger: RunTrigger): Promise<void> {
+  private async runTicker(ticker: Ticker, trigger: RunTrigger, firedSlot: number): Promise<void> {
     const { supplier } = ticker;
     await this.acquireSlot();
     let result: TickResult | undefined;
@@ -148,7 +160,38 @@ export class Scheduler {
     } finally {
       this.releaseSlot();
     }
+    const ranSlot = result?.slotStart?.getTime();
+    if (ranSlot !== undefined && ranSlot < firedSlot) {
+      await this.refireForSlot(ticker, ranSlot, firedSlot);
+      return;
+    }
     this.armAfter(ticker, result?.outcome ?? "failed");
+  }
+
+  /**
+   * The database put the tick in an earlier slot than this clock fired it for: the
+   * measured offset is stale (the host clock stepped, or drifted since the last
+   * measurement). Re-measure, then fire again for the intended slot, so its walk is
+   * not lost to a `not_due` of the previous one.
+   */
+  private async refireForSlot(ticker: Ticker, ranSlot: number, firedSlot: number): Promise<void> {
+    const { supplier } = ticker;
+    this.options.log.warn(
+      {
+        supplier: supplier.name,
+        slot: new Date(firedSlot).toISOString(),
+        database_slot: new Date(ranSlot).toISOString(),
+      },
+      "tick ran in an earlier slot of the database clock than it was fired for; re-measuring the clock offset",
+    );
+    try {
+      await this.options.resyncClock?.();
+    } catch (err) {
+      this.options.log.warn({ err: errorMessage(err) }, "could not re-measure the database clock");
+    }
+    const now = this.options.clock.now();
+    const due = firedSlot + slotOffsetOf(supplier.name, supplier.intervalMs);
+    this.arm(ticker, Math.max(due, now + REFIRE_MIN_MS), "schedule");
   }
 
   private armAfter(ticker: Ticker, outcome: TickOutcome): void {

@@ -1,5 +1,5 @@
 import t from "tap";
-import { systemClock } from "../platform/clock.js";
+import { OffsetClock, systemClock } from "../platform/clock.js";
 import { cronerTimer } from "./timer.js";
 
 t.test("croner timer fires once at the due time; a cancelled one never fires", async (t) => {
@@ -22,4 +22,19 @@ t.test("croner timer fires once at the due time; a cancelled one never fires", a
   t.notOk(late, "cancelled timers stay silent");
   const past = await new Promise<boolean>((resolve) => timer.at(Date.now() - 10_000, () => resolve(true)));
   t.ok(past, "a due time in the past fires at once");
+});
+
+t.test("croner timer on a clock minutes away from the host's fires on that clock", async (t) => {
+  for (const offsetMs of [90_000, -90_000, 7_200_000]) {
+    const clock = new OffsetClock(systemClock, offsetMs);
+    const timer = cronerTimer(clock);
+    const due = clock.now() + 300;
+    const started = Date.now();
+    const firedOnClock = await new Promise<number>((resolve) => {
+      timer.at(due, () => resolve(clock.now()));
+    });
+    const waited = Date.now() - started;
+    t.ok(firedOnClock >= due, `offset ${offsetMs}: never early on the clock (${firedOnClock - due} ms)`);
+    t.ok(waited >= 290 && waited < 1_500, `offset ${offsetMs}: fired after ${waited} ms of host time`);
+  }
 });

@@ -1,5 +1,5 @@
 import { Cron } from "croner";
-import type { Clock } from "../platform/clock.js";
+import { type Clock, systemClock } from "../platform/clock.js";
 
 /** Fires a callback once at an absolute time. The scheduler's only source of wake-ups. */
 export interface OneShotTimer {
@@ -9,8 +9,12 @@ export interface OneShotTimer {
 /**
  * Real timers on croner one-shot jobs: each supplier has its own job, re-armed after
  * every fire, so ticks stay aligned to epoch slots rather than drifting like setInterval.
+ *
+ * `timeMs` is on `clock` (the database clock), which may be minutes away from the host
+ * clock that croner and setTimeout run on (`host`): every wait is computed on `clock`,
+ * and croner is given the host time at which `clock` reaches `timeMs`.
  */
-export function cronerTimer(clock: Clock): OneShotTimer {
+export function cronerTimer(clock: Clock, host: Clock = systemClock): OneShotTimer {
   return {
     at(timeMs, fn) {
       let cancelled = false;
@@ -27,7 +31,7 @@ export function cronerTimer(clock: Clock): OneShotTimer {
           return;
         }
         // croner refuses dates in the past; a due time that has passed fires now.
-        const when = Math.max(timeMs, clock.now() + 5);
+        const when = Math.max(timeMs, clock.now() + 5) - clock.now() + host.now();
         // croner works in whole seconds and may fire up to a second early: finish the
         // wait precisely, so a fire never lands in the previous slot.
         const job = new Cron(new Date(when), { timezone: "UTC", catch: true }, () => {

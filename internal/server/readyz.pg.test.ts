@@ -38,6 +38,7 @@ const DESIGN_METRICS = [
   "ingestion_http_retries_total",
   "ingestion_rate_limit_wait_seconds_total",
   "ingestion_runs_recovered_total",
+  "ingestion_auth_logins_total",
 ];
 
 async function setup(t: Teardown, freshnessCacheMs = 0) {
@@ -175,6 +176,12 @@ t.test("/metrics: valid text, every DESIGN metric, label sets at 0, freshness re
       t.equal(sampleValue(res.body, `ingestion_records_total{supplier="${supplier}",result="${result}"}`), 0);
     }
     t.equal(sampleValue(res.body, `ingestion_runs_recovered_total{supplier="${supplier}"}`), 0);
+    for (const result of ["ok", "failed"]) {
+      t.equal(
+        sampleValue(res.body, `ingestion_auth_logins_total{supplier="${supplier}",result="${result}"}`),
+        0,
+      );
+    }
   }
   t.notMatch(res.body, /supplier="systeme"/, "no disabled supplier");
 

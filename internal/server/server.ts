@@ -1,6 +1,7 @@
 /**
  * The health and metrics server (DESIGN §8): `/livez`, `/readyz`,
- * `/readyz/<supplier>`, `/metrics`. Loopback by default (the app passes the host of
+ * `/readyz/<supplier>`, `/metrics`, and the read-only console (`/`, `/runs/<id>`,
+ * `./console/`). Loopback by default (the app passes the host of
  * `SUPPLIER_SYNC_HTTP_ADDR`, `127.0.0.1` unless set).
  *
  * Hardening, because probes and scrapers are not the only clients a port meets:
@@ -11,12 +12,15 @@
  * and active connections alike.
  */
 import http from "node:http";
+import { hostname } from "node:os";
 import type pg from "pg";
 import type { SupplierConfig } from "../config/types.js";
 import { type Clock, systemClock } from "../platform/clock.js";
 import { errorMessage, InfraError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { Metrics } from "../platform/metrics.js";
+import { createConsole } from "./console/console.js";
+import type { ConsoleInstance } from "./console/layout.js";
 import { createFreshnessCache, type FreshnessSnapshot } from "./freshness.js";
 import { evaluateReadiness, evaluateSupplier } from "./readiness.js";
 
@@ -39,6 +43,10 @@ export interface HealthServerOptions {
   requestTimeoutMs?: number;
   /** Bound of the freshness query; past it the database counts as unreachable. Default 2000. */
   databaseTimeoutMs?: number;
+  /** Who serves the console pages (owner and version), shown in their header. */
+  instance?: ConsoleInstance;
+  /** Bound of one console page's reads, in ms. Default 5000. */
+  consoleTimeoutMs?: number;
 }
 
 export interface HealthServer {
@@ -87,6 +95,18 @@ export function createHealthServer(options: HealthServerOptions): HealthServer {
     queryTimeoutMs: options.databaseTimeoutMs ?? 2_000,
   });
   let database: FreshnessSnapshot["database"] = "ok";
+  const consolePages = createConsole({
+    db: options.db,
+    suppliers: enabled,
+    instance: options.instance ?? {
+      owner: { hostname: hostname(), pid: process.pid, bootId: "unknown" },
+      version: "unknown",
+    },
+    clock,
+    log,
+    freshness: () => readFreshness(),
+    queryTimeoutMs: options.consoleTimeoutMs ?? 5_000,
+  });
 
   async function readFreshness(): Promise<FreshnessSnapshot> {
     const snapshot = await freshness.get();
@@ -115,6 +135,8 @@ export function createHealthServer(options: HealthServerOptions): HealthServer {
     if (method !== "GET" && method !== "HEAD") {
       return json(405, { error: "method_not_allowed" }, { Allow: "GET, HEAD" });
     }
+    if (path === "/") return consolePages.overview();
+    if (path.startsWith("/runs/")) return consolePages.run(path.slice("/runs/".length));
     if (path === "/livez") return json(200, { status: "ok" });
     if (path === "/metrics") return renderMetrics();
     if (path === "/readyz") {
@@ -231,8 +253,14 @@ export function createHealthServer(options: HealthServerOptions): HealthServer {
   };
 }
 
-/** The path of a request target, without query; `""` for one that is not a URL. */
+/**
+ * The path of a request target, without query; `""` for one that is not a URL or
+ * that has `.` or `..` segments (plain or percent-encoded): resolving those would turn
+ * `/readyz/%2e%2e` into `/`, the console, where a 404 is what the client should see.
+ */
 function pathOf(url: string | undefined): string {
+  const raw = (url ?? "/").split("?")[0] ?? "";
+  if (/(^|\/)(\.|%2e){1,2}(\/|$)/i.test(raw)) return "";
   try {
     return new URL(url ?? "/", "http://health.invalid").pathname;
   } catch {

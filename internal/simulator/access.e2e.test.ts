@@ -86,6 +86,13 @@ t.test("concurrency: current and highest in-flight requests per supplier", async
     concurrency: 0,
     maxConcurrency: 0,
     overBudget: 0,
+    logins: 0,
+    loginFailures: 0,
+    loginViolations: 0,
+    issuedTokens: [],
+    expiredRequests: 0,
+    bodies: [],
+    urls: [],
     requestTimes: [],
   });
 });

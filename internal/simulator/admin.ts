@@ -43,6 +43,15 @@ export const faultsSchema = z.strictObject({
   redirectTo: z.string().min(1).optional(),
   linkTo: z.string().min(1).optional(),
   cursorValue: z.string().optional(),
+  bodyError: z
+    .strictObject({
+      code: z.number().int(),
+      message: z.string().optional(),
+      onPage: pageNumber.optional(),
+      times: z.number().int().min(0).optional(),
+    })
+    .optional(),
+  bombOnPage: pageNumber.optional(),
 }) satisfies z.ZodType<SimulatorFaults>;
 
 const authSchema = z.discriminatedUnion("type", [
@@ -50,12 +59,61 @@ const authSchema = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("bearer"), token: z.string() }),
   z.strictObject({ type: z.literal("header"), name: z.string().min(1), value: z.string() }),
   z.strictObject({ type: z.literal("basic"), username: z.string(), password: z.string() }),
+  z.strictObject({ type: z.literal("query"), param: z.string().min(1), value: z.string() }),
+  z.strictObject({
+    type: z.literal("session"),
+    loginPath: z.string().startsWith("/"),
+    loginMethod: z.enum(["GET", "POST"]).optional(),
+    credentialsIn: z.enum(["query", "form", "json"]).optional(),
+    credentials: z.record(z.string(), z.string()),
+    tokenIn: z
+      .union([
+        z.strictObject({ body: z.string().min(1) }),
+        z.strictObject({ header: z.string().min(1) }),
+        z.strictObject({ cookie: z.string().min(1) }),
+      ])
+      .optional(),
+    sendAs: z
+      .union([
+        z.strictObject({ query: z.string().min(1) }),
+        z.strictObject({ header: z.string().min(1), prefix: z.string().optional() }),
+        z.strictObject({ cookie: z.string().min(1) }),
+      ])
+      .optional(),
+    expireAfterRequests: z.number().int().min(0).optional(),
+    expireAfterMs: z.number().int().min(0).optional(),
+    expiredAs: z.enum(["401", "body403"]).optional(),
+    minLoginIntervalMs: z.number().int().min(0).optional(),
+    failLogins: z
+      .strictObject({ status: z.number().int().min(100).max(599), times: z.number().int().min(0) })
+      .optional(),
+  }),
+  z.strictObject({
+    type: z.literal("oauth2"),
+    tokenPath: z.string().startsWith("/"),
+    clientId: z.string(),
+    clientSecret: z.string(),
+    expiresInSeconds: z.number().int().min(1).optional(),
+    expireAfterRequests: z.number().int().min(0).optional(),
+  }),
 ]);
 
 export const supplierOptionsSchema = z.strictObject({
   size: z.number().int().min(0),
   pageSize: z.number().int().min(1).optional(),
-  pagination: z.enum(["page", "offset", "cursor", "link", "none"]).optional(),
+  pagination: z
+    .enum([
+      "page",
+      "offset",
+      "cursor",
+      "link",
+      "none",
+      "stripe",
+      "total-pages",
+      "offset-total",
+      "cursor-header",
+    ])
+    .optional(),
   auth: authSchema.optional(),
   rateLimit: z
     .strictObject({ requestsPerSecond: z.number().positive(), burst: z.number().min(1) })
@@ -64,6 +122,10 @@ export const supplierOptionsSchema = z.strictObject({
   renameField: z.strictObject({ from: z.string().min(1), to: z.string().min(1) }).optional(),
   priceFormat: z.enum(["string", "number"]).optional(),
   faults: faultsSchema.optional(),
+  envelope: z.boolean().optional(),
+  compression: z.enum(["gzip", "deflate", "deflate-raw", "br"]).optional(),
+  method: z.enum(["GET", "POST"]).optional(),
+  sizeParam: z.string().min(1).optional(),
 }) satisfies z.ZodType<SimulatorSupplierOptions>;
 
 const mutationSchema = z.strictObject({

@@ -159,6 +159,19 @@ export class Catalog {
     throw new RangeError(`position ${position} out of range (live ${this.live})`);
   }
 
+  /** Live position of the offer with this SKU, or -1 (Stripe-style `starting_after`). */
+  positionOf(sku: string): number {
+    const dash = sku.lastIndexOf("-");
+    const index = Number(sku.slice(dash + 1));
+    if (dash < 0 || !Number.isInteger(index) || skuOf(this.supplier, index) !== sku) return -1;
+    let position = 0;
+    for (const [start, end] of this.segments) {
+      if (index >= start && index < end) return position + index - start;
+      position += end - start;
+    }
+    return -1;
+  }
+
   /** Records at positions [from, to), clamped to the live catalog. */
   slice(from: number, to: number): SimulatorRecord[] {
     const out: SimulatorRecord[] = [];

@@ -11,7 +11,9 @@ export type FaultAction =
   | { kind: "truncate" }
   | { kind: "invalidJson" }
   | { kind: "missingRecords" }
-  | { kind: "oversized"; bytes: number };
+  | { kind: "oversized"; bytes: number }
+  | { kind: "bodyError"; code: number; message: string }
+  | { kind: "bomb" };
 
 /** mulberry32: tiny seeded PRNG, so `rate` faults hit the same requests on every run. */
 function seededRandom(seed: number): () => number {
@@ -34,6 +36,7 @@ export class FaultState {
   private faults: SimulatorFaults = {};
   private statusUsed = 0;
   private retryAfterUsed = 0;
+  private bodyErrorUsed = 0;
   private random: () => number;
   private readonly hangWaiters = new Set<() => void>();
 
@@ -49,6 +52,7 @@ export class FaultState {
     this.faults = { ...faults };
     this.statusUsed = 0;
     this.retryAfterUsed = 0;
+    this.bodyErrorUsed = 0;
     this.random = seededRandom(hashString(this.supplier));
     for (const wake of [...this.hangWaiters]) wake();
   }
@@ -83,6 +87,16 @@ export class FaultState {
       this.retryAfterUsed++;
       return { kind: "retryAfter", seconds: r.seconds ?? 1, httpDate: r.httpDate ?? false };
     }
+    const b = f.bodyError;
+    if (
+      b &&
+      (b.onPage === undefined || b.onPage === page) &&
+      (b.times === undefined || this.bodyErrorUsed < b.times)
+    ) {
+      this.bodyErrorUsed++;
+      return { kind: "bodyError", code: b.code, message: b.message ?? `simulated supplier error ${b.code}` };
+    }
+    if (f.bombOnPage === page) return { kind: "bomb" };
     if (f.truncateOnPage === page) return { kind: "truncate" };
     if (f.invalidJsonOnPage === page) return { kind: "invalidJson" };
     if (f.missingRecordsPathOnPage === page) return { kind: "missingRecords" };

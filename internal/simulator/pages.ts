@@ -37,8 +37,8 @@ function intParam(query: URLSearchParams, name: string, fallback: number, min: n
   return n;
 }
 
-function limitParam(query: URLSearchParams, state: SupplierState): number {
-  const limit = intParam(query, "limit", state.pageSize, 1);
+function limitParam(query: URLSearchParams, state: SupplierState, name = "limit"): number {
+  const limit = intParam(query, name, state.pageSize, 1);
   if (limit > MAX_LIMIT) throw new BadRequest(`query limit must be <= ${MAX_LIMIT}`);
   return limit;
 }
@@ -61,12 +61,28 @@ export function parsePageRequest(state: SupplierState, query: URLSearchParams): 
     case "none":
       return { page: 1, from: 0, limit: Number.MAX_SAFE_INTEGER };
     case "page":
+    case "total-pages":
     case "link": {
       const page = intParam(query, "page", 1, 1);
-      const limit = limitParam(query, state);
+      const limit = limitParam(query, state, state.sizeParam);
       return { page, from: (page - 1) * limit, limit };
     }
-    case "offset": {
+    case "stripe": {
+      const after = query.get("starting_after");
+      const limit = limitParam(query, state);
+      if (after === null || after === "") return { page: 1, from: 0, limit };
+      const at = state.catalog.positionOf(after);
+      if (at < 0) throw new BadRequest(`starting_after ${after} is not a known id`);
+      return { page: Math.floor((at + 1) / limit) + 1, from: at + 1, limit };
+    }
+    case "cursor-header": {
+      const cursor = query.get("cursor");
+      const from = cursor === null || cursor === "" ? 0 : decodeCursor(cursor);
+      const limit = limitParam(query, state);
+      return { page: Math.floor(from / limit) + 1, from, limit };
+    }
+    case "offset":
+    case "offset-total": {
       const offset = intParam(query, "offset", 0, 0);
       const limit = limitParam(query, state);
       return { page: Math.floor(offset / limit) + 1, from: offset, limit };
@@ -98,6 +114,30 @@ export function buildPage(
       return { body, headers: {}, terminal: items.length === 0 };
     case "offset":
       return { body, headers: {}, terminal: items.length < req.limit };
+    case "offset-total":
+      return {
+        body: { ...body, meta: { total: state.catalog.liveCount } },
+        headers: {},
+        terminal: to >= state.catalog.liveCount,
+      };
+    case "total-pages": {
+      const totalPages = Math.ceil(state.catalog.liveCount / req.limit);
+      return {
+        body: { ...body, meta: { page: req.page, total_pages: totalPages, has_more: req.page < totalPages } },
+        headers: {},
+        terminal: req.page >= totalPages,
+      };
+    }
+    case "stripe":
+      return { body: { object: "list", data: items, has_more: more }, headers: {}, terminal: !more };
+    case "cursor-header": {
+      if (!more) return { body, headers: {}, terminal: true };
+      return {
+        body,
+        headers: { "x-next-cursor": overrides.cursorValue ?? encodeCursor(to) },
+        terminal: false,
+      };
+    }
     case "cursor": {
       const next = more ? (overrides.cursorValue ?? encodeCursor(to)) : null;
       return { body: { ...body, next_cursor: next }, headers: {}, terminal: next === null };

@@ -1,4 +1,5 @@
 import type { ServerResponse } from "node:http";
+import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from "node:zlib";
 import type { SupplierStats } from "./stats.js";
 
 /** Writes a complete response and counts its status (when `stats` is given). */
@@ -95,3 +96,59 @@ export async function streamOversized(
 
 export const HTML_BODY =
   "<!doctype html><html><head><title>Maintenance</title></head><body><h1>Back soon</h1></body></html>";
+
+/**
+ * Like {@link sendBody}, compressed with `compression` when the client's
+ * Accept-Encoding lists it (`deflate-raw` is sent as `deflate`, as some
+ * servers wrongly do).
+ */
+export function sendCompressed(
+  res: ServerResponse,
+  stats: SupplierStats,
+  status: number,
+  body: string,
+  compression: "gzip" | "deflate" | "deflate-raw" | "br" | undefined,
+  acceptEncoding: string,
+  headers: Record<string, string>,
+): void {
+  const token = compression === "deflate-raw" ? "deflate" : compression;
+  const accepted = acceptEncoding.split(",").map((t) => t.split(";")[0]?.trim().toLowerCase());
+  if (compression === undefined || token === undefined || !accepted.includes(token)) {
+    sendBody(res, stats, status, body, headers);
+    return;
+  }
+  const raw = Buffer.from(body);
+  const packed =
+    compression === "gzip"
+      ? gzipSync(raw)
+      : compression === "deflate"
+        ? deflateSync(raw)
+        : compression === "deflate-raw"
+          ? deflateRawSync(raw)
+          : brotliCompressSync(raw);
+  stats.recordStatus(status);
+  res.writeHead(status, { ...headers, "content-encoding": token, "content-length": String(packed.length) });
+  res.end(packed);
+}
+
+let bomb: Buffer | undefined;
+
+/**
+ * A gzip decompression bomb: valid JSON of 16 MiB (one record whose title is
+ * spaces) in about 16 KiB, a ratio near 1000:1. Built once, on first use.
+ */
+export function sendBomb(res: ServerResponse, stats: SupplierStats): void {
+  if (!bomb) {
+    const prefix = Buffer.from('{"data":{"items":[{"article":"BOMB","title":"');
+    const suffix = Buffer.from('","price":{"value":"1.00","currency":"EUR"},"stock":{"total":0}}]}}');
+    const filler = Buffer.alloc(16 * 1024 * 1024 - prefix.length - suffix.length, 0x20);
+    bomb = gzipSync(Buffer.concat([prefix, filler, suffix]), { level: 9 });
+  }
+  stats.recordStatus(200);
+  res.writeHead(200, {
+    "content-type": "application/json",
+    "content-encoding": "gzip",
+    "content-length": String(bomb.length),
+  });
+  res.end(bomb);
+}

@@ -1,6 +1,14 @@
 import type { ServerResponse } from "node:http";
 import { BadRequest, buildPage, isFirstPage, type PageRequest, parsePageRequest } from "./pages.js";
-import { HTML_BODY, sendBody, sendJson, sendTruncated, streamOversized } from "./respond.js";
+import {
+  HTML_BODY,
+  sendBody,
+  sendBomb,
+  sendCompressed,
+  sendJson,
+  sendTruncated,
+  streamOversized,
+} from "./respond.js";
 import { pageText, type SupplierState } from "./supplier.js";
 
 export interface ServeOffersContext {
@@ -10,6 +18,8 @@ export interface ServeOffersContext {
   now: () => number;
   /** Aborts when the client goes away or the simulator closes. */
   signal: AbortSignal;
+  /** The request's Accept-Encoding, for `compression`. */
+  acceptEncoding?: string;
 }
 
 /**
@@ -70,6 +80,12 @@ export async function serveOffers(ctx: ServeOffersContext): Promise<void> {
       case "oversized":
         await streamOversized(res, stats, fault.bytes, signal);
         return;
+      case "bodyError":
+        sendJson(res, stats, 200, { status: { code: fault.code, message: fault.message } });
+        return;
+      case "bomb":
+        sendBomb(res, stats);
+        return;
     }
   }
 
@@ -79,7 +95,10 @@ export async function serveOffers(ctx: ServeOffersContext): Promise<void> {
     return;
   }
   const page = buildPage(state, req, state.faults.current);
-  sendBody(res, stats, 200, pageText(state, page.body), {
+  const body = state.envelope
+    ? { status: { code: 200, message: "OK" }, ...(page.body as Record<string, unknown>) }
+    : page.body;
+  sendCompressed(res, stats, 200, pageText(state, body), state.compression, ctx.acceptEncoding ?? "", {
     "content-type": contentType ?? "application/json",
     ...page.headers,
   });

@@ -5,6 +5,7 @@ import { handleAdmin } from "./admin.js";
 import { FEED_ROUTE, serveFeed } from "./feeds.js";
 import { sendJson } from "./respond.js";
 import { serveOffers } from "./serve-offers.js";
+import { SupplierStats } from "./stats.js";
 import { SupplierState } from "./supplier.js";
 import type {
   Simulator,
@@ -15,7 +16,7 @@ import type {
   StartSimulatorOptions,
 } from "./types.js";
 
-const OFFERS_ROUTE = /^\/([^/]+)\/v1\/offers$/;
+const SUPPLIER_ROUTE = /^\/([^/]+)(\/.*)$/;
 
 /**
  * Starts the simulator on `host:port` (127.0.0.1 and a free port by default).
@@ -90,16 +91,30 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
       sendJson(res, stats, 429, { error: "rate limit exceeded" }, { "retry-after": "1" });
       return;
     }
-    if (!state.authorized(req.headers)) {
-      sendJson(res, stats, 401, { error: "unauthorized" }, { "www-authenticate": state.auth.type });
+    const verdict = state.verify(req, url);
+    if (verdict !== "ok") {
+      if (state.issuer) state.issuer.refuse(res, verdict);
+      else sendJson(res, stats, 401, { error: "unauthorized" }, { "www-authenticate": state.auth.type });
       return;
     }
-    if (req.method !== "GET") {
-      sendJson(res, stats, 405, { error: "method not allowed" }, { allow: "GET" });
+    if (req.method !== state.method) {
+      sendJson(res, stats, 405, { error: "method not allowed" }, { allow: state.method });
       return;
     }
-    if (feedFile !== undefined) await serveFeed(state, req, res, feedFile, url, now);
-    else await serveOffers({ state, url, res, now, signal });
+    SupplierStats.remember(stats.urls, `${url.pathname}${url.search}`);
+    if (feedFile !== undefined) {
+      await serveFeed(state, req, res, feedFile, url, now);
+      return;
+    }
+    if (req.method === "POST") {
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      SupplierStats.remember(stats.bodies, {
+        contentType: req.headers["content-type"],
+        body: Buffer.concat(chunks).toString("utf8"),
+      });
+    }
+    await serveOffers({ state, url, res, now, signal, acceptEncoding: req.headers["accept-encoding"] ?? "" });
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -108,15 +123,25 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
       await handleAdmin(req, res, url, control);
       return;
     }
-    const feed = FEED_ROUTE.exec(url.pathname);
-    const match = feed ?? OFFERS_ROUTE.exec(url.pathname);
+    const match = SUPPLIER_ROUTE.exec(url.pathname);
     const name = match ? decodeURIComponent(match[1]!) : undefined;
     const state = name === undefined ? undefined : suppliers.get(name);
-    if (!state) {
-      sendJson(res, undefined, 404, { error: "not found", path: url.pathname });
+    const route = match?.[2];
+    if (state && route === "/v1/offers") {
+      await handleOffers(req, res, state, url);
       return;
     }
-    await handleOffers(req, res, state, url, feed?.[2]);
+    const feed = FEED_ROUTE.exec(url.pathname);
+    if (state && feed) {
+      await handleOffers(req, res, state, url, feed[2]);
+      return;
+    }
+    if (state?.issuer && route === state.issuer.path) {
+      state.stats.recordRequest(now());
+      await state.issuer.handle(req, res, url);
+      return;
+    }
+    sendJson(res, undefined, 404, { error: "not found", path: url.pathname });
   }
 
   const server = createServer((req, res) => {

@@ -15,6 +15,13 @@ export class SupplierStats {
   concurrency = 0;
   maxConcurrency = 0;
   overBudget = 0;
+  logins = 0;
+  loginFailures = 0;
+  loginViolations = 0;
+  issuedTokens: string[] = [];
+  expiredRequests = 0;
+  bodies: { contentType: string | undefined; body: string }[] = [];
+  urls: string[] = [];
   private times: number[] = [];
   private timesHead = 0;
 
@@ -25,6 +32,12 @@ export class SupplierStats {
       this.times[this.timesHead] = at;
       this.timesHead = (this.timesHead + 1) % REQUEST_TIMES_CAP;
     }
+  }
+
+  /** Keeps the last 20 of `list`. */
+  static remember<T>(list: T[], item: T): void {
+    list.push(item);
+    if (list.length > 20) list.shift();
   }
 
   recordStatus(code: number): void {
@@ -70,6 +83,13 @@ export class SupplierStats {
     // In-flight requests are still in flight: keep `concurrency`, restart the high-water mark from it.
     this.maxConcurrency = this.concurrency;
     this.overBudget = 0;
+    this.logins = 0;
+    this.loginFailures = 0;
+    this.loginViolations = 0;
+    this.issuedTokens = [];
+    this.expiredRequests = 0;
+    this.bodies = [];
+    this.urls = [];
     this.times = [];
     this.timesHead = 0;
   }
@@ -84,6 +104,13 @@ export class SupplierStats {
       concurrency: this.concurrency,
       maxConcurrency: this.maxConcurrency,
       overBudget: this.overBudget,
+      logins: this.logins,
+      loginFailures: this.loginFailures,
+      loginViolations: this.loginViolations,
+      issuedTokens: [...this.issuedTokens],
+      expiredRequests: this.expiredRequests,
+      bodies: this.bodies.map((b) => ({ ...b })),
+      urls: [...this.urls],
       requestTimes: [...this.times.slice(this.timesHead), ...this.times.slice(0, this.timesHead)],
     };
   }

@@ -1,7 +1,8 @@
-import type { IncomingHttpHeaders } from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
 import { Catalog, invalidKindOf } from "./catalog.js";
 import { FaultState } from "./faults.js";
 import { TokenBucket } from "./rate-limit.js";
+import { TokenIssuer, type Verdict } from "./sessions.js";
 import { SupplierStats } from "./stats.js";
 import type { SimAuth, SimPagination, SimulatorRecord, SimulatorSupplierOptions } from "./types.js";
 
@@ -26,6 +27,12 @@ export class SupplierState {
   readonly auth: SimAuth;
   readonly invalidRate: number;
   readonly renameField: { from: string; to: string } | undefined;
+  readonly envelope: boolean;
+  readonly compression: SimulatorSupplierOptions["compression"];
+  readonly method: "GET" | "POST";
+  readonly sizeParam: string;
+  /** The login or token endpoint, for session and OAuth2 auth. */
+  readonly issuer: TokenIssuer | undefined;
   readonly priceFormat: "string" | "number";
   private readonly bucket: TokenBucket | undefined;
 
@@ -42,6 +49,14 @@ export class SupplierState {
     this.auth = options.auth ?? { type: "none" };
     this.invalidRate = options.invalidRate ?? 0;
     this.renameField = options.renameField;
+    this.envelope = options.envelope ?? false;
+    this.compression = options.compression;
+    this.method = options.method ?? "GET";
+    this.sizeParam = options.sizeParam ?? "limit";
+    this.issuer =
+      this.auth.type === "session" || this.auth.type === "oauth2"
+        ? new TokenIssuer(name, this.auth, this.stats, now)
+        : undefined;
     this.priceFormat = options.priceFormat ?? "string";
     this.bucket = options.rateLimit
       ? new TokenBucket(options.rateLimit.requestsPerSecond, options.rateLimit.burst, now)
@@ -53,11 +68,23 @@ export class SupplierState {
     return this.bucket ? this.bucket.tryTake() : true;
   }
 
+  /** The verdict on a catalog request's credentials. */
+  verify(req: IncomingMessage, url: URL): Verdict {
+    if (this.issuer) return this.issuer.verify(req, url);
+    if (this.auth.type === "query")
+      return url.searchParams.get(this.auth.param) === this.auth.value ? "ok" : "unauthorized";
+    return this.authorized(req.headers) ? "ok" : "unauthorized";
+  }
+
   authorized(headers: IncomingHttpHeaders): boolean {
     const a = this.auth;
     switch (a.type) {
       case "none":
         return true;
+      case "query":
+      case "session":
+      case "oauth2":
+        return false;
       case "bearer":
         return headers.authorization === `Bearer ${a.token}`;
       case "header":

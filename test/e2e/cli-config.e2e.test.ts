@@ -1,5 +1,5 @@
 // The CLI as an operator runs it: real processes, exit codes and messages (DESIGN §2, §3).
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
@@ -75,6 +75,28 @@ t.test("check-config prints the schedule and connector status", async (t) => {
   t.equal(ok.code, 0, ok.stderr);
 });
 
+t.test("check-config names the key of a bad field spec (a JMESPath syntax error) and exits 2", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "ss-cli-jmes-"));
+  writeFileSync(
+    join(dir, "iek.json"),
+    JSON.stringify({
+      baseUrl: "http://127.0.0.1:9/iek",
+      fields: { sku: "art", price: "price", stock: { jmespath: "sum(values(residues)" } },
+      attributes: { "bad-name": "x" },
+    }),
+  );
+  const r = await runCli(
+    t,
+    ["check-config"],
+    env({ SUPPLIER_SYNC_SUPPLIERS: "iek:1h", SUPPLIER_SYNC_CONNECTORS_DIR: dir }),
+  );
+  t.equal(r.code, 2, r.stderr);
+  const out = r.stdout + r.stderr;
+  t.match(out, /iek\.json/);
+  t.match(out, /fields\.stock\.jmespath: is not a valid JMESPath expression/);
+  t.match(out, /attributes\.bad-name: must match/);
+});
+
 t.test("usage errors exit 2 and name the token; --help and --version exit 0", async (t) => {
   const bad = await runCli(t, ["--tick-twice"], env({ SUPPLIER_SYNC_SUPPLIERS: "etm:1h" }));
   t.equal(bad.code, 2);
@@ -115,7 +137,10 @@ t.test("three migrate processes at once on an empty database all exit 0; schema 
   );
   const pool = testPool(t, url);
   const { rows } = await pool.query("select count(*)::int as n from drizzle.__drizzle_migrations");
-  t.equal(rows[0].n, 1);
+  const migrations = readdirSync(new URL("../../drizzle/", import.meta.url)).filter((f) =>
+    f.endsWith(".sql"),
+  );
+  t.equal(rows[0].n, migrations.length, "each migration applied once");
   const tables = await pool.query(
     "select count(*)::int as n from pg_tables where schemaname = 'public' and tablename like any (array['supplier_%', 'ingestion_%'])",
   );

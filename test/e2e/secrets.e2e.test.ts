@@ -1,5 +1,6 @@
 // Secrets given by env var and by file never leave the process: not in logs, error
-// columns, check-config output or HTTP responses (issue 10).
+// columns, check-config output or HTTP responses (issue 10), the console's pages
+// included (issue 20).
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import t from "tap";
@@ -61,9 +62,16 @@ t.test("env and file secrets appear nowhere an operator can see", async (t) => {
     daemon.logs().some((l) => l.msg === "retrying" || typeof l.delay_ms === "number"),
     "a retry was logged",
   );
-  for (const path of ["/readyz", "/readyz/basic", "/metrics", "/livez", "/nope"]) {
+  // The console too (issue 20): the overview and every run's page, the failed AUTH run included.
+  const runIds = (await query<{ id: string }>(url, "select id from ingestion_runs")).map(
+    (r) => `/runs/${r.id}`,
+  );
+  t.ok(runIds.length >= 3, "a page per run");
+  for (const path of ["/readyz", "/readyz/basic", "/metrics", "/livez", "/nope", "/", ...runIds]) {
     const res = await fetch(`http://${listening.addr as string}${path}`);
-    clean(`GET ${path}`, JSON.stringify([...res.headers]) + (await res.text()));
+    const body = await res.text();
+    if (path === "/" || path.startsWith("/runs/")) t.equal(res.status, 200, `GET ${path}`);
+    clean(`GET ${path}`, JSON.stringify([...res.headers]) + body);
   }
   daemon.child.kill("SIGTERM");
   t.equal(await daemon.exited(30_000), 0);

@@ -36,11 +36,19 @@ function record(result: ScenarioResult): void {
   if (path) appendFileSync(path, `${JSON.stringify(result)}\n`);
 }
 
+/** What a scenario returns: the invariants it checked, and optionally a line of figures. */
+export type ScenarioReport = string[] | { invariants: string[]; note?: string };
+
 /**
  * Declares a scenario. `fn` returns the names of the invariants it checked (usually
- * what {@link assertInvariants} returned), shown in the runner's table.
+ * what {@link assertInvariants} returned), shown in the runner's table, and may add a
+ * note (measured figures) printed under its row.
  */
-export function scenario(name: string, options: ScenarioOptions, fn: (t: Test) => Promise<string[]>): void {
+export function scenario(
+  name: string,
+  options: ScenarioOptions,
+  fn: (t: Test) => Promise<ScenarioReport>,
+): void {
   const file = relative(ROOT, fileURLToPath(new URL(process.argv[1] ?? "", "file://")));
   const testOptions = {
     timeout: options.timeoutMs,
@@ -49,8 +57,14 @@ export function scenario(name: string, options: ScenarioOptions, fn: (t: Test) =
   t.test(name, testOptions, async (st) => {
     const started = Date.now();
     let invariants: string[] = [];
+    let figures: string | undefined;
     try {
-      invariants = await fn(st);
+      const report = await fn(st);
+      if (Array.isArray(report)) invariants = report;
+      else {
+        invariants = report.invariants;
+        figures = report.note;
+      }
     } catch (err) {
       st.error(err, "scenario threw");
     }
@@ -63,7 +77,9 @@ export function scenario(name: string, options: ScenarioOptions, fn: (t: Test) =
       durationMs: Date.now() - started,
       ...(options.knownFailure
         ? { note: ok ? `expected to fail (${options.knownFailure}) but passed` : options.knownFailure }
-        : {}),
+        : figures
+          ? { note: figures }
+          : {}),
     });
   });
 }

@@ -1,0 +1,81 @@
+// check-config refuses every malformed connector key of issue 16 with exit 2, naming the key path.
+import t from "tap";
+import { baseEnv, runCli } from "../helpers/cli.js";
+import { connectorsDir } from "../helpers/fixtures.js";
+
+const base = { baseUrl: "https://ipro.etm.ru", fields: { sku: "gdscode", price: "price" } };
+const login = { method: "POST", path: "/api/v1/user/login", query: { log: { env: "ETM_LOGIN" } } };
+const session = { type: "session", login, token: { path: "data.session" }, send: { query: "session-id" } };
+
+/** supplier name → its broken definition and what check-config must say about it. */
+const cases: Record<string, [Record<string, unknown>, RegExp]> = {
+  loginpath: [
+    { auth: { ...session, login: { ...login, path: "login" } } },
+    /auth\.login\.path: must start with \//,
+  ],
+  loginsecret: [
+    { auth: { ...session, login: { ...login, query: { pwd: { vault: "x" } } } } },
+    /auth\.login\.query\.pwd: must be a string/,
+  ],
+  loginunset: [
+    { auth: { ...session, login: { ...login, query: { pwd: { env: "UNSET_PASSWORD_VAR" } } } } },
+    /auth\.login\.query\.pwd: environment variable UNSET_PASSWORD_VAR is unset or empty/,
+  ],
+  token: [
+    { auth: { ...session, token: { path: "a", cookie: "b" } } },
+    /auth\.token: set exactly one of path, header, cookie/,
+  ],
+  send: [
+    { auth: { ...session, send: { query: "s", prefix: "x" } } },
+    /auth\.send\.prefix: goes with header only/,
+  ],
+  ttl: [{ auth: { ...session, ttlMs: -5 } }, /auth\.ttlMs/],
+  expired: [
+    { auth: { ...session, expiredWhen: [{ path: "status.code" }] } },
+    /auth\.expiredWhen\.0\.path: needs exactly one/,
+  ],
+  queryauth: [
+    { auth: { type: "query", param: "accessCode" } },
+    /auth\.valueEnv: one of valueEnv or valueFile is required/,
+  ],
+  oauth: [
+    { auth: { type: "oauth2", tokenPath: "/t", clientIdEnv: "A", clientIdFile: "b", clientSecretEnv: "C" } },
+    /auth\.clientIdFile: set either clientIdEnv or clientIdFile, not both/,
+  ],
+  body: [{ request: { body: { a: 1 } } }, /request\.body: needs "method": "POST"/],
+  placeholder: [{ request: { path: "/goods/{skus}" } }, /request\.path: placeholder \{skus\} is not defined/],
+  errors: [{ errors: [{ path: "status.code", in: [1], then: "maybe" }] }, /errors\.0\.then/],
+  pagesize: [
+    { pagination: { type: "page", size: 50 } },
+    /pagination\.sizeParam: sizeParam and size go together/,
+  ],
+  cursor: [
+    { pagination: { type: "cursor", cursorHeader: "X-N", cursorPath: "n" } },
+    /pagination: set exactly one of/,
+  ],
+  total: [{ pagination: { type: "offset", limit: 10, totalPath: "a..b" } }, /pagination\.totalPath/],
+};
+
+t.test("check-config: exit 2, each broken key named with its path", async (t) => {
+  const dir = connectorsDir(
+    Object.fromEntries(Object.entries(cases).map(([n, [extra]]) => [n, { ...base, ...extra }])),
+  );
+  const r = await runCli(
+    t,
+    ["check-config"],
+    baseEnv({
+      SUPPLIER_SYNC_CONNECTORS_DIR: dir,
+      SUPPLIER_SYNC_SUPPLIERS: Object.keys(cases)
+        .map((n) => `${n}:1h`)
+        .join(","),
+      DATABASE_URL: "postgres://127.0.0.1:9/none",
+      ETM_LOGIN: "someone",
+    }),
+  );
+  t.equal(r.code, 2, r.stderr);
+  for (const [name, [, pattern]] of Object.entries(cases)) {
+    const line = r.stdout.split("\n").find((l) => l.trimStart().startsWith(`${name} `)) ?? "";
+    t.match(line, new RegExp(`${name}\\.json\\): .*${pattern.source}`), `${name}: ${pattern.source}`);
+  }
+  t.match(r.stdout, new RegExp(`configuration has ${Object.keys(cases).length} problems`));
+});

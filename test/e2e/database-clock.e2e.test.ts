@@ -1,0 +1,102 @@
+// DESIGN §4, issue 19: slots follow the database's clock. Two real daemons whose host
+// clocks are 90 s apart (SUPPLIER_SYNC_TEST_CLOCK_SKEW: -45 s and +45 s) share two
+// suppliers with 2 s and 3 s slots for ~14 s: each slot is walked once, by one of them,
+// and every run's slot_start is on the database's grid.
+import t from "tap";
+import { startSimulator } from "../../internal/simulator/index.js";
+import { assertInvariants } from "../chaos/helpers/invariants.js";
+import { baseEnv, startCli } from "../helpers/cli.js";
+import { createTestDatabase } from "../helpers/db.js";
+import { connectorsDir, query, simConnector } from "../helpers/fixtures.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const SUPPLIERS = [
+  { name: "etm", intervalMs: 3_000 },
+  { name: "iek", intervalMs: 2_000 },
+];
+
+t.test("two daemons 90 s apart: one walk per slot, every slot on the database's grid", async (t) => {
+  const url = await createTestDatabase(t);
+  const sim = await startSimulator({
+    suppliers: {
+      etm: { size: 200, pageSize: 50, faults: { latencyMs: 40 } },
+      iek: { size: 150, pageSize: 50, faults: { latencyMs: 40 } },
+    },
+  });
+  t.teardown(() => sim.close());
+  const env = baseEnv({
+    DATABASE_URL: url,
+    SUPPLIER_SYNC_SUPPLIERS: SUPPLIERS.map((s) => `${s.name}:${s.intervalMs / 1000}s`).join(","),
+    SUPPLIER_SYNC_CONNECTORS_DIR: connectorsDir({
+      etm: simConnector(sim.baseUrl("etm"), { request: { path: "/v1/offers", query: { limit: "50" } } }),
+      iek: simConnector(sim.baseUrl("iek"), { request: { path: "/v1/offers", query: { limit: "50" } } }),
+    }),
+  });
+  const behind = startCli(t, [], { ...env, SUPPLIER_SYNC_TEST_CLOCK_SKEW: "-45s" });
+  const ahead = startCli(t, [], { ...env, SUPPLIER_SYNC_TEST_CLOCK_SKEW: "45s" });
+  const warnings = await Promise.all(
+    [behind, ahead].map((d) =>
+      d.waitForLog((l) => typeof l.offset_ms === "number" && l.level === 40, 20_000),
+    ),
+  );
+  t.ok(
+    Math.abs((warnings[0]?.offset_ms as number) - 45_000) < 100,
+    `the daemon 45 s behind measured ${warnings[0]?.offset_ms} ms and warned`,
+  );
+  t.ok(
+    Math.abs((warnings[1]?.offset_ms as number) + 45_000) < 100,
+    `the daemon 45 s ahead measured ${warnings[1]?.offset_ms} ms and warned`,
+  );
+  await sleep(14_000);
+  behind.child.kill("SIGTERM");
+  ahead.child.kill("SIGTERM");
+  t.equal(await behind.exited(20_000), 0, "the daemon behind exits 0");
+  t.equal(await ahead.exited(20_000), 0, "the daemon ahead exits 0");
+
+  for (const { name, intervalMs } of SUPPLIERS) {
+    const runs = await query<{ slot: number; started: number; state: string; error_code: string | null }>(
+      url,
+      `select (extract(epoch from slot_start) * 1000)::float8 as slot,
+              (extract(epoch from started_at) * 1000)::float8 as started, state, error_code
+         from ingestion_runs where supplier = $1 order by started_at`,
+      [name],
+    );
+    const offGrid = runs.filter(
+      (r) => r.slot % intervalMs !== 0 || r.started < r.slot || r.started >= r.slot + intervalMs,
+    );
+    t.same(offGrid, [], `${name}: every slot_start is the database slot its run started in`);
+    const successes = new Map<number, number>();
+    for (const r of runs)
+      if (r.state === "succeeded") successes.set(r.slot, (successes.get(r.slot) ?? 0) + 1);
+    const slots = [...successes.keys()].sort((a, b) => a - b);
+    t.ok(slots.length >= 5, `${name}: ${slots.length} slots walked (several slot boundaries)`);
+    t.same(
+      [...successes].filter(([, n]) => n !== 1),
+      [],
+      `${name}: exactly one success per slot`,
+    );
+    const first = slots[0] ?? 0;
+    const last = slots.at(-1) ?? 0;
+    const missed: string[] = [];
+    for (let s = first; s <= last; s += intervalMs) {
+      if (!successes.has(s)) missed.push(new Date(s).toISOString());
+    }
+    t.same(missed, [], `${name}: no slot between the first and the last was skipped`);
+    t.equal(
+      runs.filter((r) => r.state !== "succeeded" && r.error_code !== "SHUTDOWN").length,
+      0,
+      `${name}: no failed run (only a walk cut by the final SIGTERM may be partial)`,
+    );
+    t.equal(
+      sim.stats(name).walksStarted,
+      runs.length,
+      `${name}: ${sim.stats(name).walksStarted} walks for ${runs.length} runs: none walked twice`,
+    );
+  }
+  const owners = await query<{ pid: number; n: number }>(
+    url,
+    "select (owner->>'pid')::int as pid, count(*)::int as n from ingestion_runs where state = 'succeeded' group by 1",
+  );
+  t.equal(owners.length, 2, `both daemons walked (${owners.map((o) => o.n).join(" + ")} successes)`);
+  await assertInvariants(t, { url, sim, suppliers: SUPPLIERS, complete: ["etm", "iek"] });
+});

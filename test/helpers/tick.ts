@@ -1,0 +1,32 @@
+import type pg from "pg";
+import type { Connector } from "../../internal/ingestion/ports.js";
+import { runTick, type TickDeps, type TickResult } from "../../internal/ingestion/tick.js";
+import { acquireLease } from "../../internal/lease/lease.js";
+import { systemClock } from "../../internal/platform/clock.js";
+import { createLogger, type Logger } from "../../internal/platform/logger.js";
+import { createMetrics } from "../../internal/platform/metrics.js";
+import * as store from "../../internal/store/runs.js";
+
+/** What `runTick` needs, on `pool`, with a real lease and the real store. */
+export function tickDeps(pool: pg.Pool, log: Logger = createLogger({ level: "silent" })): TickDeps {
+  return {
+    pool,
+    store,
+    acquireLease: (name) => acquireLease(pool, name, log),
+    log,
+    metrics: createMetrics({ processMetrics: false }),
+    clock: systemClock,
+    owner: { hostname: "test", pid: 1, bootId: "b" },
+    heartbeatMs: 1_000,
+  };
+}
+
+/** One forced tick of `name` (past the due gate, not the lease) with `connector`. */
+export function forcedTick(deps: TickDeps, name: string, connector: Connector): Promise<TickResult> {
+  return runTick(deps, {
+    supplier: { name, intervalMs: 3_600_000, enabled: true },
+    trigger: "tick_once",
+    force: true,
+    connector: { kind: "ok", connector, maxRejectRatio: 0.5, runMs: 60_000 },
+  });
+}
