@@ -144,5 +144,5 @@ t.test("three migrate processes at once on an empty database all exit 0; schema 
   const tables = await pool.query(
     "select count(*)::int as n from pg_tables where schemaname = 'public' and tablename like any (array['supplier_%', 'ingestion_%'])",
   );
-  t.equal(tables.rows[0].n, 5);
+  t.equal(tables.rows[0].n, 7);
 });
