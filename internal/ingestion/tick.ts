@@ -118,7 +118,8 @@ export async function runTick(deps: TickDeps, req: TickRequest): Promise<TickRes
   } catch (err) {
     // Infrastructure failure outside a run (database unreachable at lease time).
     log.error({ err: errorMessage(err) }, "tick failed before a run started");
-    result = { outcome: "failed", errorCode: isIngestionError(err) ? err.code : "DATABASE" };
+    const code = isIngestionError(err) ? err.code : "DATABASE";
+    result = { outcome: code === "LEASE_LOST" ? "lease_lost" : "failed", errorCode: code };
   }
   const durationMs = deps.clock.now() - started;
   deps.metrics.tickAttempts.inc({ supplier, outcome: result.outcome });
@@ -346,7 +347,8 @@ function startHeartbeat(
 ): { stop(): Promise<void> } {
   const stop = new AbortController();
   const both = AbortSignal.any([signal, stop.signal]);
-  const every = deps.heartbeatMs ?? 10_000;
+  // A table lease is renewed by this heartbeat, every third of its TTL at least.
+  const every = Math.min(deps.heartbeatMs ?? 10_000, lease.renewEveryMs ?? Number.POSITIVE_INFINITY);
   const loop = (async () => {
     for (;;) {
       try {
@@ -354,6 +356,8 @@ function startHeartbeat(
       } catch {
         return;
       }
+      await lease.renew?.();
+      if (lease.lost) return;
       try {
         await deps.store.heartbeatRun(lease.client, runId);
       } catch (err) {
