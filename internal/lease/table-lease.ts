@@ -20,8 +20,9 @@
  *   (locally): a holder paused inside a step transaction would otherwise hold the row
  *   lock, and block the takeover, for as long as it stays paused.
  * - Time is PostgreSQL's `now()` throughout: hosts with skewed clocks agree.
- * - Release sets `expires_at = now()`, so the next tick anywhere takes it at once. A
- *   holder killed with SIGKILL is replaced after at most the TTL.
+ * - Release sets `expires_at = now()` (where the token is still ours), so the next
+ *   tick anywhere takes it at once; also after the lease connection failed. A holder
+ *   killed with SIGKILL is replaced after at most the TTL.
  * - The connection is held for the whole tick like the advisory lease's (so the tick's
  *   code is the same), but is "sessionless": the store keeps nothing in session state.
  */
@@ -167,13 +168,14 @@ export async function acquireTableLease(
       if (released) return;
       bindLease(client, undefined);
       let destroy: Error | boolean = lost;
-      if (!lost) {
-        try {
-          await client.query(RELEASE, [supplier, held]);
-        } catch (err) {
-          // The row expires on its own within the TTL.
-          destroy = err instanceof Error ? err : true;
-        }
+      try {
+        // Conditioned on the token, so it is safe even when lost: after a takeover it
+        // changes nothing, and after a connection failure it frees the lease at once
+        // instead of after the TTL. Through the pool when the lease connection is gone.
+        await (lost ? pool : client).query(RELEASE, [supplier, held]);
+      } catch (err) {
+        // The row expires on its own within the TTL.
+        if (!lost) destroy = err instanceof Error ? err : true;
       }
       released = true;
       detach();
