@@ -97,7 +97,12 @@ t.test("behind PgBouncer", { skip: pgbouncerMissing() }, async (t) => {
       "select state, error_code from ingestion_runs",
     );
     t.same(runs, [{ state: "succeeded", error_code: null }], "one run, succeeded, never INTERRUPTED");
-    await assertInvariants(t, { url, sim, suppliers: [{ name: "etm", intervalMs: HOUR }], complete: ["etm"] });
+    await assertInvariants(t, {
+      url,
+      sim,
+      suppliers: [{ name: "etm", intervalMs: HOUR }],
+      complete: ["etm"],
+    });
   });
 
   t.test("transaction mode + table lease: two daemons, 3 s slots, one walk per slot", async (t) => {
@@ -131,7 +136,12 @@ t.test("behind PgBouncer", { skip: pgbouncerMissing() }, async (t) => {
       "select expires_at <= now() as expired from ingestion_leases",
     );
     t.same(leases, [{ expired: true }], "the lease was released on shutdown");
-    await assertInvariants(t, { url, sim, suppliers: [{ name: "etm", intervalMs: 3_000 }], complete: ["etm"] });
+    await assertInvariants(t, {
+      url,
+      sim,
+      suppliers: [{ name: "etm", intervalMs: 3_000 }],
+      complete: ["etm"],
+    });
   });
 
   t.test("session mode + advisory lease: works as today", async (t) => {
@@ -153,6 +163,11 @@ t.test("behind PgBouncer", { skip: pgbouncerMissing() }, async (t) => {
     );
     t.equal(sim.stats("etm").walksStarted, 1, "walked once");
     t.equal(overlaps(sim.stats("etm").walks), 0, "0 overlaps");
-    await assertInvariants(t, { url, sim, suppliers: [{ name: "etm", intervalMs: HOUR }], complete: ["etm"] });
+    await assertInvariants(t, {
+      url,
+      sim,
+      suppliers: [{ name: "etm", intervalMs: HOUR }],
+      complete: ["etm"],
+    });
   });
 });
