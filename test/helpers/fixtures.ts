@@ -69,7 +69,8 @@ export async function query<R extends pg.QueryResultRow = Record<string, unknown
 export async function leaseHolderPid(url: string, supplier: string): Promise<number | undefined> {
   const rows = await query<{ pid: number }>(
     url,
-    "select pid from pg_locks where locktype = 'advisory' and granted and objsubid = 1 and objid = (hashtext('ingestion:' || $1)::bigint & 4294967295)::oid",
+    // This database's lock only: test files running in parallel lock the same supplier names in theirs.
+    "select pid from pg_locks where locktype = 'advisory' and granted and objsubid = 1 and database = (select oid from pg_database where datname = current_database()) and objid = (hashtext('ingestion:' || $1)::bigint & 4294967295)::oid",
     [supplier],
   );
   return rows[0]?.pid;
