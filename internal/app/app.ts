@@ -13,7 +13,7 @@ import type { Connector, RunOwner, RunTrigger } from "../ingestion/ports.js";
 import { type ConnectorSlot, runTick, type TickResult } from "../ingestion/tick.js";
 import { acquireLease } from "../lease/lease.js";
 import { assertSessionPinning } from "../lease/probe.js";
-import { acquireTableLease } from "../lease/table-lease.js";
+import { tryTableLease } from "../lease/table-lease.js";
 import { type Clock, OffsetClock, systemClock } from "../platform/clock.js";
 import { ConfigError, errorMessage, InfraError, IngestionError } from "../platform/errors.js";
 import { createLogger, type Logger } from "../platform/logger.js";
@@ -155,7 +155,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
         store,
         acquireLease: (name) =>
           config.lease === "table"
-            ? acquireTableLease(db, name, { ttlMs: config.leaseTtlMs, owner, clock, log })
+            ? tryTableLease(db, name, { ttlMs: config.leaseTtlMs, owner, clock, log })
             : acquireLease(db, name, log),
         log,
         metrics,

@@ -114,6 +114,14 @@ export interface Lease {
   release(): Promise<void>;
 }
 
+/**
+ * A table lease found busy: when it expires unless its holder renews it (epoch ms,
+ * the database's clock). A killed holder is replaced by the first tick after that.
+ */
+export interface LeaseBusy {
+  readonly busyUntilMs: number;
+}
+
 /** Counts of one committed page. */
 export interface PageCounts {
   seen: number;

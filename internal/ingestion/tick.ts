@@ -21,6 +21,7 @@ import type { Metrics } from "../platform/metrics.js";
 import type {
   Connector,
   Lease,
+  LeaseBusy,
   Page,
   PageCounts,
   Reject,
@@ -74,7 +75,8 @@ export type ConnectorSlot =
 export interface TickDeps {
   pool: pg.Pool;
   store: TickStore;
-  acquireLease(supplier: string): Promise<Lease | null>;
+  /** `null` (advisory) or a `LeaseBusy` (table) when another holder has the lease. */
+  acquireLease(supplier: string): Promise<Lease | LeaseBusy | null>;
   log: Logger;
   metrics: Metrics;
   clock: Clock;
@@ -100,6 +102,8 @@ export interface TickResult {
   outcome: TickOutcome;
   /** The slot, from the database's clock under the lease; absent when no lease was taken. */
   slotStart?: Date;
+  /** `lease_busy` with a table lease: when the holder's lease expires unless renewed (epoch ms). */
+  leaseBusyUntilMs?: number;
   runId?: number;
   state?: RunState;
   errorCode?: string | null;
@@ -147,8 +151,10 @@ async function tickUnderLease(
   tickLog: Logger,
 ): Promise<Omit<TickResult, "durationMs" | "supplier">> {
   const supplier = req.supplier.name;
-  const lease = await deps.acquireLease(supplier);
-  if (!lease) return { outcome: "lease_busy" };
+  const got = await deps.acquireLease(supplier);
+  if (!got) return { outcome: "lease_busy" };
+  if ("busyUntilMs" in got) return { outcome: "lease_busy", leaseBusyUntilMs: got.busyUntilMs };
+  const lease = got;
   try {
     // DESIGN §4: the slot is cut from the database's clock, read under the lease, so
     // hosts whose clocks disagree still agree on it (and on the due gate below).

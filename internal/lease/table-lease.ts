@@ -27,7 +27,7 @@
  *   code is the same), but is "sessionless": the store keeps nothing in session state.
  */
 import type pg from "pg";
-import type { Lease, RunOwner } from "../ingestion/ports.js";
+import type { Lease, LeaseBusy, RunOwner } from "../ingestion/ports.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage, IngestionError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
@@ -41,13 +41,19 @@ export interface TableLeaseOptions {
   log: Logger;
 }
 
+// One statement. When busy, the outer select reads the live row as it was before the
+// statement (same snapshot): when it expires unless its holder renews it.
 const ACQUIRE = `
-insert into ingestion_leases as l (supplier, holder, token, acquired_at, expires_at)
-values ($1, $2, 1, now(), now() + $3 * interval '1 millisecond')
-on conflict (supplier) do update
-   set holder = excluded.holder, token = l.token + 1, acquired_at = now(), expires_at = excluded.expires_at
- where l.expires_at < now()
-returning token::text as token`;
+with taken as (
+  insert into ingestion_leases as l (supplier, holder, token, acquired_at, expires_at)
+  values ($1, $2, 1, now(), now() + $3 * interval '1 millisecond')
+  on conflict (supplier) do update
+     set holder = excluded.holder, token = l.token + 1, acquired_at = now(), expires_at = excluded.expires_at
+   where l.expires_at < now()
+  returning token::text as token
+)
+select (select token from taken) as token,
+       (select (extract(epoch from expires_at) * 1000)::float8 from ingestion_leases where supplier = $1) as expires`;
 
 const FENCE = `
 select set_config('idle_in_transaction_session_timeout', $3, true) as idle_timeout
@@ -75,6 +81,20 @@ export async function acquireTableLease(
   supplier: string,
   options: TableLeaseOptions,
 ): Promise<Lease | null> {
+  const got = await tryTableLease(pool, supplier, options);
+  return "busyUntilMs" in got ? null : got;
+}
+
+/**
+ * {@link acquireTableLease}, telling when a busy lease expires unless renewed: a
+ * holder that was killed is replaced only by a tick after that, so the scheduler
+ * checks again then (a live holder will have renewed it, and it is busy again).
+ */
+export async function tryTableLease(
+  pool: pg.Pool,
+  supplier: string,
+  options: TableLeaseOptions,
+): Promise<Lease | LeaseBusy> {
   const { ttlMs, clock, log } = options;
   const client = await pool.connect();
   const controller = new AbortController();
@@ -99,24 +119,26 @@ export async function acquireTableLease(
     client.off("end", onEnd);
   };
 
-  let token: string | undefined;
+  let token: string | null | undefined;
+  let expires: number | null | undefined;
   const askedAt = clock.now();
   try {
-    const { rows } = await client.query<{ token: string }>(ACQUIRE, [
+    const { rows } = await client.query<{ token: string | null; expires: number | null }>(ACQUIRE, [
       supplier,
       holderOf(options.owner),
       ttlMs,
     ]);
     token = rows[0]?.token;
+    expires = rows[0]?.expires;
   } catch (err) {
     detach();
     client.release(err instanceof Error ? err : true);
     throw err;
   }
-  if (token === undefined) {
+  if (token == null) {
     detach();
     client.release();
-    return null;
+    return { busyUntilMs: expires ?? askedAt + ttlMs };
   }
   const held = token;
   /** Local bound of the lease's life: renewals that fail past it mean it is gone. */
