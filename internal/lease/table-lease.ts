@@ -22,7 +22,8 @@
  * - Time is PostgreSQL's `now()` throughout: hosts with skewed clocks agree.
  * - Release sets `expires_at = now()` (where the token is still ours), so the next
  *   tick anywhere takes it at once; also after the lease connection failed. A holder
- *   killed with SIGKILL is replaced after at most the TTL.
+ *   killed with SIGKILL is replaced after at most the TTL: a busy acquire returns the
+ *   row's `expires_at`, and the scheduler checks again just after it.
  * - The connection is held for the whole tick like the advisory lease's (so the tick's
  *   code is the same), but is "sessionless": the store keeps nothing in session state.
  */
