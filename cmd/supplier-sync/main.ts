@@ -6,14 +6,16 @@
 import { buildApp } from "../../internal/app/app.js";
 import { formatCheckConfig } from "../../internal/config/check-config.js";
 import { loadConnector, loadConnectors } from "../../internal/config/connectors.js";
-import { loadConfig } from "../../internal/config/env.js";
+import { loadConfig, redactDatabaseUrl } from "../../internal/config/env.js";
 import type { Config, SupplierConfig } from "../../internal/config/types.js";
+import { probeSessionPinning, transactionPoolerMessage } from "../../internal/lease/probe.js";
 import { ConfigError, errorMessage, InfraError } from "../../internal/platform/errors.js";
 import { tuneHeapGrowth } from "../../internal/platform/heap.js";
 import { createLogger } from "../../internal/platform/logger.js";
 import { safeText } from "../../internal/platform/redact.js";
 import { readVersion } from "../../internal/platform/version.js";
 import { formatPreview, previewConnector } from "../../internal/preview/preview.js";
+import { createPool } from "../../internal/store/db.js";
 import { formatRunsTable, withDuration } from "../../internal/store/format-runs.js";
 import { listRuns } from "../../internal/store/run-queries.js";
 import { type Command, parseArgs, USAGE } from "./cli.js";
@@ -52,6 +54,7 @@ async function run(command: Command): Promise<number> {
     );
     const { text, ok } = formatCheckConfig(config, statuses);
     process.stdout.write(`${text}\n`);
+    if (config.databaseUrl && config.lease === "advisory") await checkSessionPinning(config.databaseUrl);
     return ok ? EXIT_OK : EXIT_CONFIG;
   }
   const selected = command.kind === "tick-once" ? selectSuppliers(config, command.suppliers) : [];
@@ -111,6 +114,27 @@ async function runPreview(command: Extract<Command, { kind: "preview" }>): Promi
   });
   process.stdout.write(`${formatPreview(report, command.json)}\n`);
   return ok ? EXIT_OK : EXIT_TICK_FAILED;
+}
+
+/**
+ * check-config's database check, for the advisory lease: behind a transaction pooler
+ * it throws (exit 3, like every other command); an unreachable database is reported
+ * and does not change the verdict on the configuration.
+ */
+async function checkSessionPinning(url: string): Promise<void> {
+  const pool = createPool({ url, max: 2 });
+  try {
+    const probe = await probeSessionPinning(pool);
+    if (!probe.pinned) throw new InfraError(transactionPoolerMessage(probe.evidence));
+    process.stdout.write("database: reachable, one session per connection (the advisory lease is safe)\n");
+  } catch (err) {
+    if (err instanceof InfraError) throw err;
+    process.stdout.write(
+      `database: not checked, unreachable (${safeText(redactDatabaseUrl(errorMessage(err)))})\n`,
+    );
+  } finally {
+    await pool.end().catch(() => {});
+  }
 }
 
 async function runDaemon(app: ReturnType<typeof buildApp>): Promise<number> {

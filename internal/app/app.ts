@@ -12,6 +12,8 @@ import { createConnector } from "../connectors/index.js";
 import type { Connector, RunOwner, RunTrigger } from "../ingestion/ports.js";
 import { type ConnectorSlot, runTick, type TickResult } from "../ingestion/tick.js";
 import { acquireLease } from "../lease/lease.js";
+import { assertSessionPinning } from "../lease/probe.js";
+import { tryTableLease } from "../lease/table-lease.js";
 import { type Clock, OffsetClock, systemClock } from "../platform/clock.js";
 import { ConfigError, errorMessage, InfraError, IngestionError } from "../platform/errors.js";
 import { createLogger, type Logger } from "../platform/logger.js";
@@ -130,6 +132,8 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
         }
         const p = createPool({ url, max: config.dbPoolMax, log });
         try {
+          // The advisory lease refuses to run behind a transaction pooler (exit 3).
+          if (config.lease === "advisory") await assertSessionPinning(p);
           await runMigrations(p);
         } catch (err) {
           await p.end().catch(() => {});
@@ -149,7 +153,10 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
       {
         pool: db,
         store,
-        acquireLease: (name) => acquireLease(db, name, log),
+        acquireLease: (name) =>
+          config.lease === "table"
+            ? tryTableLease(db, name, { ttlMs: config.leaseTtlMs, owner, clock, log })
+            : acquireLease(db, name, log),
         log,
         metrics,
         clock,

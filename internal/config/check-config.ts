@@ -68,6 +68,7 @@ export function formatCheckConfig(
     ["max concurrent ticks", String(config.maxConcurrentTicks)],
     ["shutdown timeout", formatDuration(config.shutdownTimeoutMs)],
     ["retry backoff", formatDuration(config.retryBackoffMs)],
+    ["lease", config.lease === "table" ? `table (ttl ${formatDuration(config.leaseTtlMs)})` : "advisory"],
     ["connectors dir", safeText(config.connectorsDir)],
     ["log level", config.logLevel],
     ["production", config.production ? "yes" : "no"],

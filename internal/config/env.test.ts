@@ -23,6 +23,8 @@ t.test("defaults", async (t) => {
   t.equal(config.shutdownTimeoutMs, 25_000);
   t.equal(config.retryBackoffMs, 60_000);
   t.equal(config.logLevel, "info");
+  t.equal(config.lease, "advisory");
+  t.equal(config.leaseTtlMs, 60_000);
   t.equal(config.production, false);
 });
 
@@ -36,6 +38,8 @@ t.test("every variable set", async (t) => {
     SUPPLIER_SYNC_SHUTDOWN_TIMEOUT: "1m30s",
     SUPPLIER_SYNC_RETRY_BACKOFF: "30s",
     SUPPLIER_SYNC_LOG_LEVEL: "DEBUG",
+    SUPPLIER_SYNC_LEASE: "Table",
+    SUPPLIER_SYNC_LEASE_TTL: "1m30s",
     NODE_ENV: "production",
   });
   t.equal(config.databaseUrl, "postgresql://app:pw@db:5432/catalog");
@@ -46,6 +50,8 @@ t.test("every variable set", async (t) => {
   t.equal(config.shutdownTimeoutMs, 90_000);
   t.equal(config.retryBackoffMs, 30_000);
   t.equal(config.logLevel, "debug");
+  t.equal(config.lease, "table");
+  t.equal(config.leaseTtlMs, 90_000);
   t.equal(config.production, true);
 });
 
@@ -70,6 +76,9 @@ t.test("readSecretEnv reads a snapshot of the env argument", async (t) => {
 const bad: Array<[why: string, env: Record<string, string | undefined>, mustName: string[], never?: string]> =
   [
     ["suppliers unset", { SUPPLIER_SYNC_SUPPLIERS: undefined }, ["SUPPLIER_SYNC_SUPPLIERS", "required"]],
+    ["unknown lease", { SUPPLIER_SYNC_LEASE: "foo" }, ["SUPPLIER_SYNC_LEASE", '"foo"', "advisory", "table"]],
+    ["lease TTL not a duration", { SUPPLIER_SYNC_LEASE_TTL: "soon" }, ["SUPPLIER_SYNC_LEASE_TTL", '"soon"']],
+    ["lease TTL under 1s", { SUPPLIER_SYNC_LEASE_TTL: "0s" }, ["SUPPLIER_SYNC_LEASE_TTL", "1s"]],
     ["suppliers malformed", { SUPPLIER_SYNC_SUPPLIERS: "etm" }, ["SUPPLIER_SYNC_SUPPLIERS", '"etm"']],
     [
       "retired tick interval",

@@ -29,12 +29,19 @@ const DEFAULTS = {
   shutdownTimeout: "25s",
   retryBackoff: "1m",
   logLevel: "info",
+  lease: "advisory",
+  leaseTtl: "60s",
 } as const;
+
+/** `SUPPLIER_SYNC_LEASE` values (DESIGN §4). */
+export const LEASE_KINDS = ["advisory", "table"] as const;
 
 /** Bounds that keep every value inside what timers and pools can honour (setTimeout caps near 24.8 days). */
 const MAX_COUNT = 1_000;
 const MAX_SHUTDOWN_TIMEOUT_MS = 3_600_000;
 const MAX_RETRY_BACKOFF_MS = 86_400_000;
+/** A table lease longer than this would leave a killed holder's supplier idle for over an hour. */
+const MAX_LEASE_TTL_MS = 3_600_000;
 
 /** libpq connection parameters that carry a secret when given in the URL query. */
 const SECRET_QUERY_PARAMS = new Set(["password", "sslpassword"]);
@@ -170,6 +177,18 @@ function parseLogLevel(value: string | undefined): string {
   return level;
 }
 
+function parseLease(value: string | undefined): Config["lease"] {
+  const kind = (value ?? DEFAULTS.lease).toLowerCase();
+  if (!(LEASE_KINDS as readonly string[]).includes(kind)) {
+    throw new ConfigError(
+      `SUPPLIER_SYNC_LEASE ${quoteToken(value ?? "")} must be one of ${LEASE_KINDS.join(", ")} ` +
+        "(advisory: session advisory locks, needs a direct or session-pooled connection; " +
+        "table: lease rows with fencing tokens, works through any pooler)",
+    );
+  }
+  return kind as Config["lease"];
+}
+
 /**
  * Builds the validated configuration from `env` (the caller passes `process.env`)
  * and `cwd` (against which a relative connectors folder is resolved). With
@@ -230,6 +249,13 @@ export function loadConfig(
   );
   const logLevel = parseLogLevel(present(env, "SUPPLIER_SYNC_LOG_LEVEL"));
   const testClockSkewMs = parseClockSkew(present(env, TEST_CLOCK_SKEW_VAR), production);
+  const lease = parseLease(present(env, "SUPPLIER_SYNC_LEASE"));
+  const leaseTtlMs = parseDurationVar(
+    "SUPPLIER_SYNC_LEASE_TTL",
+    present(env, "SUPPLIER_SYNC_LEASE_TTL"),
+    DEFAULTS.leaseTtl,
+    MAX_LEASE_TTL_MS,
+  );
 
   // A copy, so later mutation of the caller's object (or of process.env) changes nothing.
   const snapshot = new Map(Object.entries(env));
@@ -243,6 +269,8 @@ export function loadConfig(
     shutdownTimeoutMs,
     retryBackoffMs,
     logLevel,
+    lease,
+    leaseTtlMs,
     production,
     testClockSkewMs,
     readSecretEnv: (name) => snapshot.get(name),

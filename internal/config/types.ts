@@ -22,6 +22,14 @@ export interface Config {
   shutdownTimeoutMs: number;
   retryBackoffMs: number;
   logLevel: string;
+  /**
+   * `SUPPLIER_SYNC_LEASE`: `advisory` (session advisory locks; needs a direct or
+   * session-pooled connection) or `table` (rows of `ingestion_leases` with fencing
+   * tokens; works through any pooler).
+   */
+  lease: "advisory" | "table";
+  /** `SUPPLIER_SYNC_LEASE_TTL`: time until an unrenewed table lease can be taken over. */
+  leaseTtlMs: number;
   production: boolean;
   /**
    * `SUPPLIER_SYNC_TEST_CLOCK_SKEW`: added to this process's host clock, for tests that

@@ -94,16 +94,32 @@ export const TICK_OUTCOMES: readonly TickOutcome[] = [
   "skipped_overlap",
 ];
 
-/** A held advisory lease. All of the tick's writes go through `client`. */
+/**
+ * A held lease (advisory or table, DESIGN §4). All of the tick's writes go through
+ * `client`; every transaction on it is fenced by the lease (it first checks the lease
+ * is still held, else fails `LEASE_LOST`).
+ */
 export interface Lease {
   readonly supplier: string;
-  /** The dedicated connection holding the lock. */
+  /** The dedicated connection of the tick (for the advisory lease, the one holding the lock). */
   readonly client: PoolClient;
-  /** Aborts (reason: `IngestionError('LEASE_LOST')`) when the lease connection fails. */
+  /** Aborts (reason: `IngestionError('LEASE_LOST')`) when the lease is lost. */
   readonly signal: AbortSignal;
   readonly lost: boolean;
-  /** Unlocks and returns the connection to the pool (destroys it when lost). Idempotent. */
+  /** How often the run heartbeat must call {@link renew}; absent when the lease needs no renewal. */
+  readonly renewEveryMs?: number;
+  /** Extends the lease; when it is gone, marks it lost and aborts `signal`. Never throws. */
+  renew?(): Promise<void>;
+  /** Gives the lease up and returns the connection to the pool (destroys it when lost). Idempotent. */
   release(): Promise<void>;
+}
+
+/**
+ * A table lease found busy: when it expires unless its holder renews it (epoch ms,
+ * the database's clock). A killed holder is replaced by the first tick after that.
+ */
+export interface LeaseBusy {
+  readonly busyUntilMs: number;
 }
 
 /** Counts of one committed page. */

@@ -266,7 +266,8 @@ t.test("lease loss mid-run: lease_lost, closed LEASE_LOST, nothing written after
     async *walk(ctx) {
       yield page(1);
       const { rows } = await pool.query(
-        "select pid from pg_locks where locktype = 'advisory' and granted and objid = (hashtext('ingestion:etm')::bigint & 4294967295)::oid",
+        // This database's lock only: test files running beside this one lock 'etm' in theirs.
+        "select pid from pg_locks where locktype = 'advisory' and granted and database = (select oid from pg_database where datname = current_database()) and objid = (hashtext('ingestion:etm')::bigint & 4294967295)::oid",
       );
       await pool.query("select pg_terminate_backend($1)", [rows[0].pid]);
       killed = true;

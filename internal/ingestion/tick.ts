@@ -21,6 +21,7 @@ import type { Metrics } from "../platform/metrics.js";
 import type {
   Connector,
   Lease,
+  LeaseBusy,
   Page,
   PageCounts,
   Reject,
@@ -74,7 +75,8 @@ export type ConnectorSlot =
 export interface TickDeps {
   pool: pg.Pool;
   store: TickStore;
-  acquireLease(supplier: string): Promise<Lease | null>;
+  /** `null` (advisory) or a `LeaseBusy` (table) when another holder has the lease. */
+  acquireLease(supplier: string): Promise<Lease | LeaseBusy | null>;
   log: Logger;
   metrics: Metrics;
   clock: Clock;
@@ -100,6 +102,8 @@ export interface TickResult {
   outcome: TickOutcome;
   /** The slot, from the database's clock under the lease; absent when no lease was taken. */
   slotStart?: Date;
+  /** `lease_busy` with a table lease: when the holder's lease expires unless renewed (epoch ms). */
+  leaseBusyUntilMs?: number;
   runId?: number;
   state?: RunState;
   errorCode?: string | null;
@@ -118,7 +122,8 @@ export async function runTick(deps: TickDeps, req: TickRequest): Promise<TickRes
   } catch (err) {
     // Infrastructure failure outside a run (database unreachable at lease time).
     log.error({ err: errorMessage(err) }, "tick failed before a run started");
-    result = { outcome: "failed", errorCode: isIngestionError(err) ? err.code : "DATABASE" };
+    const code = isIngestionError(err) ? err.code : "DATABASE";
+    result = { outcome: code === "LEASE_LOST" ? "lease_lost" : "failed", errorCode: code };
   }
   const durationMs = deps.clock.now() - started;
   deps.metrics.tickAttempts.inc({ supplier, outcome: result.outcome });
@@ -146,8 +151,10 @@ async function tickUnderLease(
   tickLog: Logger,
 ): Promise<Omit<TickResult, "durationMs" | "supplier">> {
   const supplier = req.supplier.name;
-  const lease = await deps.acquireLease(supplier);
-  if (!lease) return { outcome: "lease_busy" };
+  const got = await deps.acquireLease(supplier);
+  if (!got) return { outcome: "lease_busy" };
+  if ("busyUntilMs" in got) return { outcome: "lease_busy", leaseBusyUntilMs: got.busyUntilMs };
+  const lease = got;
   try {
     // DESIGN §4: the slot is cut from the database's clock, read under the lease, so
     // hosts whose clocks disagree still agree on it (and on the due gate below).
@@ -346,7 +353,8 @@ function startHeartbeat(
 ): { stop(): Promise<void> } {
   const stop = new AbortController();
   const both = AbortSignal.any([signal, stop.signal]);
-  const every = deps.heartbeatMs ?? 10_000;
+  // A table lease is renewed by this heartbeat, every third of its TTL at least.
+  const every = Math.min(deps.heartbeatMs ?? 10_000, lease.renewEveryMs ?? Number.POSITIVE_INFINITY);
   const loop = (async () => {
     for (;;) {
       try {
@@ -354,6 +362,8 @@ function startHeartbeat(
       } catch {
         return;
       }
+      await lease.renew?.();
+      if (lease.lost) return;
       try {
         await deps.store.heartbeatRun(lease.client, runId);
       } catch (err) {

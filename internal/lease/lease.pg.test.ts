@@ -1,6 +1,12 @@
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
+import type { Connector, Lease, Page } from "../ingestion/ports.js";
+import { runTick } from "../ingestion/tick.js";
+import { systemClock } from "../platform/clock.js";
 import { createLogger } from "../platform/logger.js";
+import { createMetrics } from "../platform/metrics.js";
+import { inTransaction } from "../store/queryable.js";
+import * as store from "../store/runs.js";
 import { acquireLease } from "./lease.js";
 
 const log = createLogger({ level: "silent" });
@@ -53,3 +59,73 @@ t.test("a terminated lease connection aborts the signal within 1 s and is not re
   t.not(r2[0].pid, pid, "the dead connection was not returned to the pool");
   await again!.release();
 });
+
+t.test("a transaction that no longer reaches the lock's session is refused (LEASE_LOST)", async (t) => {
+  const pool = testPool(t, await createTestDatabase(t), 4);
+  const lease = await acquireLease(pool, "etm", log);
+  await inTransaction(lease!.client, (tx) => tx.query("select 1"));
+  t.pass("the session that took the lock passes the check");
+  // What a pooler's reset does to a session it hands to someone else: locks and settings gone.
+  await lease!.client.query("discard all");
+  const err = await inTransaction(lease!.client, (tx) =>
+    tx.query("create table should_not_exist (x int)"),
+  ).then(
+    () => undefined,
+    (e: unknown) => e as { code?: string; message: string },
+  );
+  t.equal(err?.code, "LEASE_LOST");
+  t.match(err?.message, /SUPPLIER_SYNC_LEASE=table/, "names the way out");
+  t.ok(lease!.lost);
+  t.equal((lease!.signal.reason as { code?: string }).code, "LEASE_LOST");
+  const { rows } = await pool.query("select to_regclass('should_not_exist') is null as absent");
+  t.equal(rows[0].absent, true, "nothing written");
+  await lease!.release();
+});
+
+t.test(
+  "a tick whose lease connection changed session ends LEASE_LOST at the next step's commit",
+  async (t) => {
+    const pool = testPool(t, await createTestDatabase(t), 6);
+    let held: Lease | null = null;
+    const page = (seq: number): Page => ({
+      seq,
+      offers: [{ sku: `SKU-${seq}`, name: null, price: "1", currency: null, stock: null }],
+      rejects: [],
+      httpAttempts: 1,
+    });
+    const connector: Connector = {
+      async *walk() {
+        yield page(1);
+        await held!.client.query("discard all");
+        yield page(2);
+        yield page(3);
+      },
+      async close() {},
+    };
+    const result = await runTick(
+      {
+        pool,
+        store,
+        acquireLease: async (name) => {
+          held = await acquireLease(pool, name, log);
+          return held;
+        },
+        log,
+        metrics: createMetrics({ processMetrics: false }),
+        clock: systemClock,
+        owner: { hostname: "test", pid: 1, bootId: "b" },
+      },
+      {
+        supplier: { name: "etm", intervalMs: 3_600_000, enabled: true },
+        trigger: "tick_once",
+        force: false,
+        connector: { kind: "ok", connector, maxRejectRatio: 0.5, runMs: 60_000 },
+      },
+    );
+    t.equal(result.outcome, "lease_lost");
+    const steps = await pool.query("select seq, state from ingestion_run_steps order by seq");
+    t.same(steps.rows, [{ seq: 1, state: "succeeded" }], "page 2 was not committed");
+    const run = await pool.query("select state, error_code from ingestion_runs");
+    t.same(run.rows, [{ state: "partial", error_code: "LEASE_LOST" }]);
+  },
+);

@@ -15,15 +15,26 @@
  * - A lost lease connection is destroyed, never returned to the pool.
  * - Busy is a normal outcome (`null`), not an error.
  *
- * Session advisory locks need a direct or session-pooled connection: PgBouncer in
- * transaction pooling mode would hand the lock to a random session.
+ * - Session advisory locks need a direct or session-pooled connection: behind a
+ *   transaction pooler (PgBouncer `pool_mode = transaction`) the lock belongs to
+ *   whichever server session ran the statement. Every command probes for that at
+ *   start (probe.ts) and refuses to run; as a second line, the lease remembers the
+ *   backend pid and a random token it set as a session setting when it took the lock,
+ *   and every transaction on the lease connection first checks both (the fence,
+ *   bound through `bindLease`): a transaction that reached another session is rolled
+ *   back as `LEASE_LOST` before it writes anything.
  */
+import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import type { Lease } from "../ingestion/ports.js";
 import { errorMessage, IngestionError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
+import { bindLease } from "../store/queryable.js";
 
 export const LEASE_KEY_SQL = "hashtext('ingestion:' || $1)::bigint";
+
+/** The session setting that marks the session holding a lease (custom settings need a dot). */
+export const LEASE_SESSION_SETTING = "supplier_sync.lease_session";
 
 /**
  * Tries to take the lease of `supplier`. Returns `null` when another session holds it.
@@ -56,12 +67,18 @@ export async function acquireLease(pool: pg.Pool, supplier: string, log: Logger)
   client.on("end", onEnd);
 
   let acquired = false;
+  let pid = 0;
+  const token = randomUUID();
   try {
-    const { rows } = await client.query<{ ok: boolean }>(
-      `select pg_try_advisory_lock(${LEASE_KEY_SQL}) as ok`,
-      [supplier],
+    const { rows } = await client.query<{ ok: boolean; pid: number }>(
+      `with l as (select pg_try_advisory_lock(${LEASE_KEY_SQL}) as ok)
+       select ok, pg_backend_pid() as pid,
+              case when ok then set_config('${LEASE_SESSION_SETTING}', $2, false) end as token
+         from l`,
+      [supplier, token],
     );
     acquired = rows[0]?.ok === true;
+    pid = rows[0]?.pid ?? 0;
   } catch (err) {
     client.off("error", onError);
     client.off("end", onEnd);
@@ -75,6 +92,26 @@ export async function acquireLease(pool: pg.Pool, supplier: string, log: Logger)
     return null;
   }
 
+  bindLease(client, {
+    sessionless: false,
+    async fence(tx) {
+      const { rows } = await tx.query<{ pid: number; token: string | null }>(
+        `select pg_backend_pid() as pid, current_setting('${LEASE_SESSION_SETTING}', true) as token`,
+      );
+      const now = rows[0];
+      if (now?.pid === pid && now.token === token) return;
+      const err = new IngestionError(
+        "LEASE_LOST",
+        `the lease connection of ${supplier} no longer reaches the session that took the lock ` +
+          `(backend pid ${pid}, now ${now?.pid}${now?.pid === pid ? ", its session setting gone" : ""}): ` +
+          "is a transaction pooler between supplier-sync and PostgreSQL? Use SUPPLIER_SYNC_LEASE=table " +
+          "or a direct or session-pooled DATABASE_URL",
+      );
+      onLost(err);
+      throw err;
+    },
+  });
+
   return {
     supplier,
     client,
@@ -85,9 +122,13 @@ export async function acquireLease(pool: pg.Pool, supplier: string, log: Logger)
     async release() {
       if (released) return;
       let destroy: Error | boolean = lost;
+      bindLease(client, undefined);
       if (!lost) {
         try {
-          await client.query(`select pg_advisory_unlock(${LEASE_KEY_SQL})`, [supplier]);
+          await client.query(
+            `select pg_advisory_unlock(${LEASE_KEY_SQL}), set_config('${LEASE_SESSION_SETTING}', '', false)`,
+            [supplier],
+          );
         } catch (err) {
           destroy = err instanceof Error ? err : true;
         }

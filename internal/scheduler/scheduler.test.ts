@@ -29,6 +29,8 @@ function harness(
     last?: Map<string, Date | null>;
     /** The slot the database put the tick in (ms); the scheduler's own slot when absent. */
     databaseSlot?: (f: Fired) => number | undefined;
+    /** A table lease's `leaseBusyUntilMs` for a `lease_busy` tick. */
+    busyUntil?: (f: Fired) => number | undefined;
   } = {},
 ) {
   const clock = new ManualClock(opts.start ?? 10 * HOUR);
@@ -58,7 +60,9 @@ function harness(
       if (ms > 0) await clock.sleep(ms);
       running--;
       const slot = opts.databaseSlot?.(f);
+      const busyUntil = opts.busyUntil?.(f);
       return {
+        ...(busyUntil === undefined ? {} : { leaseBusyUntilMs: busyUntil }),
         supplier: supplier.name,
         outcome: opts.outcome?.(f) ?? "success",
         durationMs: ms,
@@ -234,5 +238,45 @@ t.test("a tick in the slot it was fired for, or a later one, changes nothing", a
     h.fired.map((f) => f.at),
     [11 * HOUR + offset, 12 * HOUR + offset, 13 * HOUR + offset],
   );
+  await h.scheduler.stop();
+});
+
+t.test("lease_busy on a table lease is checked again after its expiry, within the slot", async (t) => {
+  const s: SupplierConfig = { name: "etm", intervalMs: HOUR, enabled: true };
+  const start = 10 * HOUR + 5 * MIN;
+  const h = harness([s], {
+    start,
+    outcome: (f) => (f.at < start + 3 * MIN ? "lease_busy" : "success"),
+    busyUntil: (f) => (f.at < start + 3 * MIN ? f.at + MIN : undefined),
+  });
+  await h.scheduler.start();
+  await h.clock.advance(5 * MIN);
+  const [first, second, third] = h.fired;
+  t.equal(first?.at, start, "catch-up tick: busy");
+  t.equal(second?.trigger, "retry", "checked again");
+  t.ok(
+    second && second.at >= start + MIN + 50 && second.at < start + MIN + 1_000,
+    `at the expiry (+${(second?.at ?? 0) - start} ms)`,
+  );
+  t.ok(
+    second && third && third.at >= second.at + MIN + 50 && third.at < second.at + MIN + 1_000,
+    "and again while renewed",
+  );
+  t.ok(h.fired.length >= 4, "until the lease is taken");
+  t.equal(
+    h.fired.filter((f) => f.at > start + 4 * MIN && f.at < start + 5 * MIN).length,
+    0,
+    "then no more checks",
+  );
+  await h.scheduler.stop();
+});
+
+t.test("lease_busy on an advisory lease is not retried: the holder is alive", async (t) => {
+  const s: SupplierConfig = { name: "etm", intervalMs: HOUR, enabled: true };
+  const start = 10 * HOUR + 5 * MIN;
+  const h = harness([s], { start, outcome: () => "lease_busy" });
+  await h.scheduler.start();
+  await h.clock.advance(30 * MIN);
+  t.equal(h.fired.length, 1, "one tick in the slot");
   await h.scheduler.stop();
 });

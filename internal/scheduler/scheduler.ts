@@ -165,7 +165,7 @@ export class Scheduler {
       await this.refireForSlot(ticker, ranSlot, firedSlot);
       return;
     }
-    this.armAfter(ticker, result?.outcome ?? "failed");
+    this.armAfter(ticker, result?.outcome ?? "failed", result?.leaseBusyUntilMs);
   }
 
   /**
@@ -194,10 +194,20 @@ export class Scheduler {
     this.arm(ticker, Math.max(due, now + REFIRE_MIN_MS), "schedule");
   }
 
-  private armAfter(ticker: Ticker, outcome: TickOutcome): void {
+  private armAfter(ticker: Ticker, outcome: TickOutcome, leaseBusyUntilMs?: number): void {
     const { supplier } = ticker;
     const now = this.options.clock.now();
     const nextSlot = nextSlotFireAt(now, supplier.name, supplier.intervalMs);
+    if (outcome === "lease_busy" && leaseBusyUntilMs !== undefined) {
+      // A table lease's holder may have died: it is replaced only by a tick after the
+      // lease's expiry, so check again then (the due gate makes it not_due if the holder
+      // finished; a live holder has renewed it and it is busy again). Spread over a
+      // second so replicas do not all ask at once.
+      const at = Math.max(now, leaseBusyUntilMs) + 50 + Math.floor(Math.random() * 950);
+      const slotEnd = slotStartOf(now, supplier.intervalMs) + supplier.intervalMs;
+      if (at < slotEnd && at < nextSlot) this.arm(ticker, at, "retry");
+      return;
+    }
     if (!RETRY_OUTCOMES.has(outcome)) {
       if (outcome === "success") ticker.failures = 0;
       return;

@@ -1,4 +1,5 @@
-import { readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { migrationsFolder } from "./db.js";
@@ -16,3 +17,28 @@ t.test("migrations apply on an empty database and are idempotent", async (t) => 
   const files = readdirSync(migrationsFolder()).filter((f) => f.endsWith(".sql"));
   t.equal(applied.rows[0].n, files.length, "each migration recorded once");
 });
+
+t.test(
+  "no migration after the first rewrites supplier_offers (it upgrades in place, DESIGN §7)",
+  async (t) => {
+    const journal = JSON.parse(readFileSync(join(migrationsFolder(), "meta", "_journal.json"), "utf8")) as {
+      entries: { tag: string }[];
+    };
+    // What PostgreSQL does in place, holding the lock only for a catalog update.
+    const inPlace =
+      /^ALTER TABLE "supplier_offers" (ADD COLUMN "\w+" [\w ]+(\[\])?|ALTER COLUMN "\w+" DROP NOT NULL)$/;
+    for (const { tag } of journal.entries.slice(1)) {
+      const statements = readFileSync(join(migrationsFolder(), `${tag}.sql`), "utf8")
+        .split("--> statement-breakpoint")
+        .map((x) => x.trim().replace(/;$/, ""));
+      const touching = statements.filter((x) => /"supplier_offers"/.test(x));
+      t.same(
+        touching.filter(
+          (x) => !inPlace.test(x) || /\b(NOT NULL|DEFAULT)\b/.test(x.replace(/DROP NOT NULL$/, "")),
+        ),
+        [],
+        `${tag}: every change to supplier_offers is an in-place one (nullable column without default, dropped NOT NULL)`,
+      );
+    }
+  },
+);

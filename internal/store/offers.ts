@@ -32,8 +32,8 @@ import type pg from "pg";
 import type { Offer, Page, PageCounts, Reject } from "../ingestion/ports.js";
 import { IngestionError } from "../platform/errors.js";
 import { jsonbText, stringifyForJsonb, stripNul } from "../platform/exact-json.js";
-import { inTransaction, type Queryable } from "./queryable.js";
-import { forgetSeenSetPreparation, prepareSeenSet } from "./seen-set.js";
+import { inTransaction, isSessionless, type Queryable } from "./queryable.js";
+import { forgetSeenSetPreparation, prepareSeenSet, SEEN_TABLE } from "./seen-set.js";
 
 const ZERO_COUNTS: PageCounts = { seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0 };
 
@@ -196,6 +196,12 @@ select counts.*,
        (select count(*) from seen)::int as staged
   from counts`;
 
+/** {@link WRITE_PAGE} for a sessionless lease connection: the seen set is durable (seen-set.ts). */
+const WRITE_PAGE_SEEN_IN_TABLE = WRITE_PAGE.replace(
+  "insert into pg_temp.supplier_sync_run_seen",
+  `insert into ${SEEN_TABLE}`,
+);
+
 /** One array element, double-quoted (backslash and quote escaped), or NULL. */
 function element(value: string | number | null): string {
   if (value === null) return "NULL";
@@ -323,7 +329,10 @@ function writePage(
       run_updated: number;
       inserted_rows: number;
       updated_rows: number;
-    }>(WRITE_PAGE, writePageParameters(runId, supplier, page, literals));
+    }>(
+      isSessionless(tx) ? WRITE_PAGE_SEEN_IN_TABLE : WRITE_PAGE,
+      writePageParameters(runId, supplier, page, literals),
+    );
     const row = rows[0];
     if (row && (row.inserted_rows !== row.inserted || row.updated_rows !== row.updated)) {
       // Only possible if someone else wrote this supplier's offers meanwhile: the lease was not exclusive.

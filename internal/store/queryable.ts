@@ -9,8 +9,44 @@ function isPool(db: Queryable): db is pg.Pool {
 }
 
 /**
+ * Checks, as the first statement of a transaction, that the caller may still write
+ * (the lease's fence); throws `IngestionError('LEASE_LOST')` when it may not.
+ */
+export type TransactionFence = (tx: pg.ClientBase) => Promise<void>;
+
+/** What a held lease tells the store about its connection. */
+export interface LeaseBinding {
+  /** Run first in every transaction {@link inTransaction} opens on the connection. */
+  fence: TransactionFence;
+  /**
+   * True when consecutive transactions of the connection may reach different server
+   * sessions (the table lease, through any pooler): nothing may be kept in session
+   * state (temp tables) from one transaction to the next.
+   */
+  sessionless: boolean;
+}
+
+/**
+ * Lease connections and their bindings. Keyed by the client object, set by the lease
+ * for exactly the time it holds the connection, so every transaction of a tick is
+ * fenced by construction, whichever store function opens it.
+ */
+const bindings = new WeakMap<pg.ClientBase, LeaseBinding>();
+
+/** Binds (or, with `undefined`, unbinds) a lease to its connection. */
+export function bindLease(client: pg.ClientBase, binding: LeaseBinding | undefined): void {
+  if (binding) bindings.set(client, binding);
+  else bindings.delete(client);
+}
+
+/** Whether `db` is a lease connection whose transactions may reach different sessions. */
+export function isSessionless(db: Queryable): boolean {
+  return !isPool(db) && bindings.get(db)?.sessionless === true;
+}
+
+/**
  * Runs `fn` in one transaction on `db` (a client checked out for it when `db` is the
- * pool). Rolls back on any error; a client whose rollback fails is destroyed rather
+ * pool). On a lease connection the lease's fence runs first. Rolls back on any error; a client whose rollback fails is destroyed rather
  * than returned to the pool in an unknown state.
  */
 export async function inTransaction<T>(db: Queryable, fn: (client: pg.ClientBase) => Promise<T>): Promise<T> {
@@ -34,6 +70,7 @@ async function runInTransaction<T>(
   await client.query("begin");
   let result: T;
   try {
+    await bindings.get(client)?.fence(client);
     result = await fn(client);
   } catch (err) {
     await client.query("rollback").catch(() => markBroken?.());

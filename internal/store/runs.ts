@@ -5,7 +5,7 @@
  */
 import type { RunOwner, RunState, RunTrigger } from "../ingestion/ports.js";
 import { inTransaction, type Queryable, toId } from "./queryable.js";
-import { applyDelisting, discardSeenSet, isSeenSetComplete } from "./seen-set.js";
+import { applyDelisting, discardSeenSet, discardSeenSets, isSeenSetComplete } from "./seen-set.js";
 
 export { databaseNow } from "./db-clock.js";
 export { commitPage, recordFailedStep } from "./offers.js";
@@ -72,8 +72,19 @@ export function toRunCounts(row: RunCountRow): RunCounts {
  * abandoned by definition. State derived from its committed steps, capped at
  * `partial` (partial if at least one step succeeded, else failed), `error_code`
  * `INTERRUPTED`. Call under the supplier's lease. Returns what it closed.
+ *
+ * Like every write of a tick, it runs in a transaction, so on a lease connection the
+ * lease's fence comes first: a holder that lost its lease cannot close the new
+ * holder's run.
  */
 export async function recoverAbandonedRuns(
+  db: Queryable,
+  supplier: string,
+): Promise<{ id: number; state: "partial" | "failed"; pages: number }[]> {
+  return inTransaction(db, (tx) => recoverInTransaction(tx, supplier));
+}
+
+async function recoverInTransaction(
   db: Queryable,
   supplier: string,
 ): Promise<{ id: number; state: "partial" | "failed"; pages: number }[]> {
@@ -96,7 +107,12 @@ export async function recoverAbandonedRuns(
      returning r.id, r.state, coalesce(steps.ok, 0) as pages`,
     [supplier],
   );
-  return rows.map((r) => ({ id: toId(r.id), state: r.state, pages: r.pages }));
+  const closed = rows.map((r) => ({ id: toId(r.id), state: r.state, pages: r.pages }));
+  await discardSeenSets(
+    db,
+    closed.map((r) => r.id),
+  );
+  return closed;
 }
 
 /** True if a succeeded run (any trigger, forced included) of the supplier has this `slot_start`. */
@@ -116,11 +132,13 @@ export async function startRun(
   input: { supplier: string; slotStart: Date; trigger: RunTrigger; owner: RunOwner },
 ): Promise<number> {
   const owner = { hostname: input.owner.hostname, pid: input.owner.pid, bootId: input.owner.bootId };
-  const { rows } = await db.query<{ id: string }>(
-    `insert into ingestion_runs (supplier, slot_start, trigger, state, owner)
+  const { rows } = await inTransaction(db, (tx) =>
+    tx.query<{ id: string }>(
+      `insert into ingestion_runs (supplier, slot_start, trigger, state, owner)
      values ($1, $2, $3, 'running', $4::jsonb)
      returning id`,
-    [input.supplier, input.slotStart, input.trigger, JSON.stringify(owner)],
+      [input.supplier, input.slotStart, input.trigger, JSON.stringify(owner)],
+    ),
   );
   const row = rows[0];
   if (!row) throw new Error("insert into ingestion_runs returned no id");
@@ -129,6 +147,8 @@ export async function startRun(
 
 /** Refreshes `heartbeat_at` of a running run; a closed run is left as it is. */
 export async function heartbeatRun(db: Queryable, runId: number): Promise<void> {
+  // One statement, never a transaction: it runs beside the page transactions on the
+  // lease connection, and a `begin`/`commit` of its own would split theirs.
   await db.query("update ingestion_runs set heartbeat_at = now() where id = $1 and state = 'running'", [
     runId,
   ]);

@@ -135,3 +135,33 @@ export const ingestionRejects = pgTable(
   },
   (t) => [index("ingestion_rejects_run").on(t.runId, t.seq)],
 );
+
+/**
+ * The table lease of DESIGN §4 (`SUPPLIER_SYNC_LEASE=table`): one row per supplier
+ * that ever had one. `token` is the fencing token, incremented at every acquire; a
+ * holder is current while `expires_at > now()` and its token is the row's.
+ */
+export const ingestionLeases = pgTable("ingestion_leases", {
+  supplier: text("supplier").primaryKey(),
+  /** `hostname/pid/boot id` of the process holding (or last holding) it. */
+  holder: text("holder").notNull(),
+  token: bigint("token", { mode: "number" }).notNull(),
+  acquiredAt: tstz("acquired_at").notNull().defaultNow(),
+  expiresAt: tstz("expires_at").notNull(),
+});
+
+/**
+ * The seen set of runs under the table lease (internal; see seen-set.ts): one row per
+ * committed step, the step's SKUs as one array. Under the advisory lease the set lives
+ * in a session temp table instead; through a transaction pooler there is no session
+ * to keep it in. Rows are deleted when their run is closed or recovered.
+ */
+export const ingestionRunSeen = pgTable(
+  "ingestion_run_seen",
+  {
+    runId: bigint("run_id", { mode: "number" }).notNull(),
+    seq: integer("seq").notNull(),
+    skus: text("skus").array().notNull(),
+  },
+  (t) => [primaryKey({ name: "ingestion_run_seen_run_seq", columns: [t.runId, t.seq] })],
+);

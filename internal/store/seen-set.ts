@@ -22,8 +22,19 @@
  * One connection runs one run at a time, so rows of any other run are leftovers of
  * a run closed elsewhere; they are truncated (temp tables are never autovacuumed,
  * so DELETE would let them grow for the life of a pooled connection).
+ *
+ * Under the table lease the connection is "sessionless" (`isSessionless`): through a
+ * transaction pooler each transaction may reach another server session, so a temp
+ * table would scatter the set over sessions. There the set is the durable
+ * `ingestion_run_seen` (same shape: one row of SKUs per step, in the step's
+ * transaction), deleted when the run is closed or recovered. It costs WAL of about
+ * the SKUs' bytes per page, the price of working through any pooler.
  */
 import type pg from "pg";
+import { isSessionless, type Queryable } from "./queryable.js";
+
+/** The durable seen set of sessionless lease connections. */
+export const SEEN_TABLE = "ingestion_run_seen";
 
 // Fixed names, never built from input. Created lazily inside the caller's transaction.
 const CREATE_STAGING = `create temp table if not exists supplier_sync_run_seen (
@@ -42,7 +53,7 @@ const preparedFor = new WeakMap<pg.ClientBase, number>();
  * {@link forgetSeenSetPreparation} if that transaction does not commit.
  */
 export async function prepareSeenSet(client: pg.ClientBase, runId: number): Promise<void> {
-  if (preparedFor.get(client) === runId) return;
+  if (isSessionless(client) || preparedFor.get(client) === runId) return;
   await prepareOnSession(client, runId);
   preparedFor.set(client, runId);
 }
@@ -74,6 +85,13 @@ export async function isSeenSetComplete(
   runId: number,
   succeededSteps: number,
 ): Promise<boolean> {
+  if (isSessionless(db)) {
+    const { rows } = await db.query<{ n: number }>(
+      `select count(*)::int as n from ${SEEN_TABLE} where run_id = $1`,
+      [runId],
+    );
+    return rows[0]?.n === succeededSteps;
+  }
   const exists = await db.query<{ present: boolean }>(
     "select to_regclass('pg_temp.supplier_sync_run_seen') is not null as present",
   );
@@ -91,9 +109,10 @@ export async function isSeenSetComplete(
  * are not touched. Returns how many were delisted.
  */
 export async function applyDelisting(db: pg.ClientBase, runId: number, supplier: string): Promise<number> {
+  const source = isSessionless(db) ? SEEN_TABLE : "pg_temp.supplier_sync_run_seen";
   const { rows } = await db.query<{ delisted: number }>(
     `with seen as (
-       select distinct unnest(skus) as sku from pg_temp.supplier_sync_run_seen where run_id = $1
+       select distinct unnest(skus) as sku from ${source} where run_id = $1
      ), targets as (
        select o.sku, s.sku is null as delist
          from supplier_offers o
@@ -113,8 +132,13 @@ export async function applyDelisting(db: pg.ClientBase, runId: number, supplier:
   return rows[0]?.delisted ?? 0;
 }
 
-/** Drops the run's staged rows from this session, if it has any. */
+/**
+ * Drops the run's staged rows: its durable rows wherever it ran (a run closed from a
+ * fresh connection after losing its lease leaves them too), and this session's.
+ */
 export async function discardSeenSet(db: pg.ClientBase, runId: number): Promise<void> {
+  await db.query(`delete from ${SEEN_TABLE} where run_id = $1`, [runId]);
+  if (isSessionless(db)) return;
   const exists = await db.query<{ present: boolean }>(
     "select to_regclass('pg_temp.supplier_sync_run_seen') is not null as present",
   );
@@ -128,4 +152,10 @@ export async function discardSeenSet(db: pg.ClientBase, runId: number): Promise<
   } else {
     await db.query("truncate pg_temp.supplier_sync_run_seen");
   }
+}
+
+/** Deletes the durable seen sets of runs closed by recovery (their holders are gone). */
+export async function discardSeenSets(db: Queryable, runIds: number[]): Promise<void> {
+  if (runIds.length === 0) return;
+  await db.query(`delete from ${SEEN_TABLE} where run_id = any($1::bigint[])`, [runIds]);
 }

@@ -6,7 +6,11 @@
 // result line to a JSONL file; the runner prints them as a table and exits non-zero
 // if any scenario failed.
 //
-//   node test/chaos/run.mjs [--no-build] [name-filter...]
+// Every scenario runs once with each lease (DESIGN §4): the advisory lease, then the
+// table lease (SUPPLIER_SYNC_LEASE=table, a 3 s TTL so takeovers stay quick); the
+// property tests, which take no lease, run once.
+//
+//   node test/chaos/run.mjs [--no-build] [--lease advisory|table|both] [name-filter...]
 import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -29,6 +33,13 @@ const FILES = [
   "test/chaos/fleet.chaos.test.ts",
   "test/chaos/database-outage.chaos.test.ts",
 ];
+/** Files that take no lease: run once, not once per lease. */
+const LEASE_FREE = new Set([
+  "internal/config/suppliers.property.test.ts",
+  "test/chaos/normalize.property.test.ts",
+]);
+/** The table lease's TTL in the fault suite. */
+const TABLE_LEASE_TTL = "3s";
 /** Per tap file; the whole suite stays far below the 10-minute CI budget. */
 const FILE_TIMEOUT_S = 240;
 /** Files that need longer: the fleet runs 3 daemons x 1,000 suppliers for 3 slots. */
@@ -90,8 +101,18 @@ async function main() {
     const r = spawnSync("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: root, stdio: "inherit" });
     if (r.status !== 0) process.exit(r.status ?? 1);
   }
-  const filters = args.filter((a) => !a.startsWith("--"));
+  const leaseArg = args.includes("--lease") ? args[args.indexOf("--lease") + 1] : "both";
+  if (!["advisory", "table", "both"].includes(leaseArg)) {
+    console.error(`chaos: --lease ${leaseArg}: expected advisory, table or both`);
+    process.exit(2);
+  }
+  const leases = leaseArg === "both" ? ["advisory", "table"] : [leaseArg];
+  const filters = args.filter((a, i) => !a.startsWith("--") && args[i - 1] !== "--lease");
   const files = FILES.filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)));
+  /** [lease, file] in run order: every file with the first lease, then the lease-taking ones with the next. */
+  const passes = leases.flatMap((lease, i) =>
+    files.filter((f) => i === 0 || !LEASE_FREE.has(f)).map((file) => [lease, file]),
+  );
 
   const dir = mkdtempSync(join(tmpdir(), "supplier-sync-chaos-"));
   // initdb runs as the `postgres` system user when we are root: it must write here.
@@ -125,24 +146,29 @@ async function main() {
       CHAOS_RESULTS: results,
     };
     const fileCodes = new Map();
-    for (const file of files) {
-      console.error(`\nchaos: ${file}`);
-      fileCodes.set(file, await runTap(file, env));
+    for (const [lease, file] of passes) {
+      console.error(`\nchaos: ${file} (${lease} lease)`);
+      const leaseEnv =
+        lease === "table"
+          ? { SUPPLIER_SYNC_TEST_LEASE: "table", SUPPLIER_SYNC_TEST_LEASE_TTL: TABLE_LEASE_TTL }
+          : { SUPPLIER_SYNC_TEST_LEASE: "advisory" };
+      fileCodes.set(`${lease}:${file}`, await runTap(file, { ...env, ...leaseEnv }));
     }
 
     const lines = existsSync(results) ? readFileSync(results, "utf8").split("\n").filter(Boolean) : [];
     const recorded = lines.map((l) => JSON.parse(l));
     const rows = [];
-    for (const file of files) {
-      const mine = recorded.filter((r) => r.file === file);
+    for (const [lease, file] of passes) {
+      const mine = recorded.filter((r) => r.file === file && (r.lease ?? "advisory") === lease);
       for (const r of mine) rows.push(r);
-      const code = fileCodes.get(file);
+      const code = fileCodes.get(`${lease}:${file}`);
+      const label = lease === "table" ? `${file} [table lease]` : file;
       // A file without scenario rows (a plain tap file), or one that failed outside its
       // scenarios (a crash, a tap timeout), still gets a row: nothing fails silently.
       if (mine.length === 0 || (code !== 0 && mine.every((r) => r.outcome !== "FAIL"))) {
         rows.push({
           file,
-          scenario: mine.length === 0 ? file : `${file} (outside scenarios)`,
+          scenario: mine.length === 0 ? label : `${label} (outside scenarios)`,
           outcome: code === 0 ? "pass" : "FAIL",
           invariants:
             mine.length === 0 && code === 0 ? ["never a crash, a valid value or a named error"] : [],

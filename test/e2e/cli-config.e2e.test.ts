@@ -30,6 +30,16 @@ const rejections: [string, Record<string, string>, RegExp[]][] = [
   ["all disabled", { SUPPLIER_SYNC_SUPPLIERS: "etm:1h:false,iek:1h:false" }, [/disabled/i]],
   ["bad name", { SUPPLIER_SYNC_SUPPLIERS: "ETM:1h" }, [/ETM/]],
   [
+    "unknown lease",
+    { SUPPLIER_SYNC_SUPPLIERS: "etm:1h", SUPPLIER_SYNC_LEASE: "foo" },
+    [/SUPPLIER_SYNC_LEASE/, /foo/],
+  ],
+  [
+    "bad lease TTL",
+    { SUPPLIER_SYNC_SUPPLIERS: "etm:1h", SUPPLIER_SYNC_LEASE: "table", SUPPLIER_SYNC_LEASE_TTL: "0s" },
+    [/SUPPLIER_SYNC_LEASE_TTL/, /0s/],
+  ],
+  [
     "retired SUPPLIER_SYNC_TICK_INTERVAL",
     { SUPPLIER_SYNC_SUPPLIERS: "etm:1h", SUPPLIER_SYNC_TICK_INTERVAL: "6h" },
     [/SUPPLIER_SYNC_TICK_INTERVAL/],
@@ -144,5 +154,5 @@ t.test("three migrate processes at once on an empty database all exit 0; schema 
   const tables = await pool.query(
     "select count(*)::int as n from pg_tables where schemaname = 'public' and tablename like any (array['supplier_%', 'ingestion_%'])",
   );
-  t.equal(tables.rows[0].n, 5);
+  t.equal(tables.rows[0].n, 7);
 });

@@ -21,11 +21,28 @@ export interface CliProcess {
   exited(timeoutMs?: number): Promise<number>;
 }
 
+/**
+ * The lease the test processes use unless a test sets its own: `SUPPLIER_SYNC_TEST_LEASE`
+ * (and `SUPPLIER_SYNC_TEST_LEASE_TTL`), set by the fault-suite runner to run every
+ * scenario with each lease.
+ */
+export function testLease(): { lease: "advisory" | "table"; ttl: string | undefined } {
+  return {
+    lease: process.env.SUPPLIER_SYNC_TEST_LEASE === "table" ? "table" : "advisory",
+    ttl: process.env.SUPPLIER_SYNC_TEST_LEASE_TTL,
+  };
+}
+
 /** Minimal environment for a run: nothing of the caller's SUPPLIER_SYNC_* leaks in. */
 export function baseEnv(extra: Record<string, string>): Record<string, string> {
   const env: Record<string, string> = {};
   for (const k of ["PATH", "HOME", "TMPDIR", "LANG"]) if (process.env[k]) env[k] = process.env[k] as string;
-  return { SUPPLIER_SYNC_HTTP_ADDR: "127.0.0.1:0", SUPPLIER_SYNC_LOG_LEVEL: "info", ...extra };
+  const { lease, ttl } = testLease();
+  if (lease === "table") {
+    env.SUPPLIER_SYNC_LEASE = "table";
+    if (ttl) env.SUPPLIER_SYNC_LEASE_TTL = ttl;
+  }
+  return { SUPPLIER_SYNC_HTTP_ADDR: "127.0.0.1:0", SUPPLIER_SYNC_LOG_LEVEL: "info", ...env, ...extra };
 }
 
 const SIGNALS: Record<string, number> = { SIGTERM: 15, SIGINT: 2, SIGKILL: 9 };

@@ -69,8 +69,41 @@ export async function query<R extends pg.QueryResultRow = Record<string, unknown
 export async function leaseHolderPid(url: string, supplier: string): Promise<number | undefined> {
   const rows = await query<{ pid: number }>(
     url,
-    "select pid from pg_locks where locktype = 'advisory' and granted and objsubid = 1 and objid = (hashtext('ingestion:' || $1)::bigint & 4294967295)::oid",
+    // This database's lock only: test files running in parallel lock the same supplier names in theirs.
+    "select pid from pg_locks where locktype = 'advisory' and granted and objsubid = 1 and database = (select oid from pg_database where datname = current_database()) and objid = (hashtext('ingestion:' || $1)::bigint & 4294967295)::oid",
     [supplier],
   );
   return rows[0]?.pid;
+}
+
+/**
+ * Whether the supplier's lease is held, whichever lease the test processes use
+ * (`testLease()`): the advisory lock in `pg_locks`, or a live `ingestion_leases` row.
+ */
+export async function leaseHeld(url: string, supplier: string): Promise<boolean> {
+  if (process.env.SUPPLIER_SYNC_TEST_LEASE !== "table")
+    return (await leaseHolderPid(url, supplier)) !== undefined;
+  const rows = await query<{ live: boolean }>(
+    url,
+    "select expires_at > now() as live from ingestion_leases where supplier = $1",
+    [supplier],
+  );
+  return rows[0]?.live === true;
+}
+
+/**
+ * Backends to terminate to cut a daemon's lease connection: the advisory lock's holder,
+ * or (table lease: the lease connection holds no lock to find it by) every backend of
+ * supplier-sync on the database.
+ */
+export async function leaseConnectionPids(url: string, supplier: string): Promise<number[]> {
+  if (process.env.SUPPLIER_SYNC_TEST_LEASE !== "table") {
+    const pid = await leaseHolderPid(url, supplier);
+    return pid === undefined ? [] : [pid];
+  }
+  const rows = await query<{ pid: number }>(
+    url,
+    "select pid from pg_stat_activity where datname = current_database() and application_name = 'supplier-sync'",
+  );
+  return rows.map((r) => r.pid);
 }

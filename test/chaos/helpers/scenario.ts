@@ -7,6 +7,7 @@ import { appendFileSync } from "node:fs";
 import { relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import t, { type Test } from "tap";
+import { testLease } from "../../helpers/cli.js";
 
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
@@ -23,6 +24,8 @@ export interface ScenarioOptions {
 /** Result line consumed by the runner. */
 interface ScenarioResult {
   file: string;
+  /** The lease the scenario's processes used (the runner runs the suite once per lease). */
+  lease: "advisory" | "table";
   scenario: string;
   outcome: "pass" | "FAIL" | "known failure";
   invariants: string[];
@@ -69,9 +72,11 @@ export function scenario(
       st.error(err, "scenario threw");
     }
     const ok = st.passing();
+    const { lease } = testLease();
     record({
       file: file.startsWith("..") ? name : file,
-      scenario: name,
+      lease,
+      scenario: lease === "table" ? `${name} [table lease]` : name,
       outcome: ok ? "pass" : options.knownFailure ? "known failure" : "FAIL",
       invariants,
       durationMs: Date.now() - started,
