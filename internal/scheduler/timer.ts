@@ -32,19 +32,20 @@ export function cronerTimer(clock: Clock, host: Clock = systemClock): OneShotTim
         }
         // croner refuses dates in the past; a due time that has passed fires now.
         const when = Math.max(timeMs, clock.now() + 5) - clock.now() + host.now();
-        // croner works in whole seconds and may fire up to a second early: finish the
-        // wait precisely, so a fire never lands in the previous slot.
-        const job = new Cron(new Date(when), { timezone: "UTC", catch: true }, () => {
+        // croner works in whole seconds and may fire up to a second early, and setTimeout
+        // (on the monotonic clock) up to a millisecond early on `clock`: finish the wait
+        // precisely, checking again after each timer, so a fire never lands early.
+        const fireWhenDue = () => {
+          if (cancelled) return;
           const rest = timeMs - clock.now();
-          if (rest <= 0 || cancelled) {
-            if (!cancelled) fn();
+          if (rest <= 0) {
+            fn();
             return;
           }
-          const timer = setTimeout(() => {
-            if (!cancelled) fn();
-          }, rest);
+          const timer = setTimeout(fireWhenDue, rest);
           cancelCurrent = () => clearTimeout(timer);
-        });
+        };
+        const job = new Cron(new Date(when), { timezone: "UTC", catch: true }, fireWhenDue);
         cancelCurrent = () => job.stop();
       };
       arm();
