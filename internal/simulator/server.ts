@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { Socket } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
 import { handleAdmin } from "./admin.js";
+import { serveProfile } from "./profiles.js";
 import { sendJson } from "./respond.js";
 import { serveOffers } from "./serve-offers.js";
 import { SupplierStats } from "./stats.js";
@@ -61,7 +62,13 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
 
   for (const [name, o] of Object.entries(options.suppliers ?? {})) control.configure(name, o);
 
-  async function handleOffers(req: IncomingMessage, res: ServerResponse, state: SupplierState, url: URL) {
+  async function handleOffers(
+    req: IncomingMessage,
+    res: ServerResponse,
+    state: SupplierState,
+    url: URL,
+    serve?: () => void,
+  ) {
     const stats = state.stats;
     stats.recordRequest(now());
     stats.enter();
@@ -88,6 +95,17 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
     if (verdict !== "ok") {
       if (state.issuer) state.issuer.refuse(res, verdict);
       else sendJson(res, stats, 401, { error: "unauthorized" }, { "www-authenticate": state.auth.type });
+      return;
+    }
+    if (serve) {
+      SupplierStats.remember(stats.urls, `${url.pathname}${url.search}`);
+      // Profile routes take the status and body-error faults; their "page" is the request's number.
+      const fault = state.faults.decide(stats.requests);
+      if (fault?.kind === "status")
+        sendJson(res, stats, fault.code, { error: `simulated status ${fault.code}` });
+      else if (fault?.kind === "bodyError")
+        sendJson(res, stats, 200, { status: { code: fault.code, message: fault.message } });
+      else serve();
       return;
     }
     if (req.method !== state.method) {
@@ -118,6 +136,14 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
     const route = match?.[2];
     if (state && route === "/v1/offers") {
       await handleOffers(req, res, state, url);
+      return;
+    }
+    if (state?.profile && route !== undefined && route !== "/v1/offers" && route !== state.issuer?.path) {
+      const profile = state.profile;
+      await handleOffers(req, res, state, url, () => {
+        if (!serveProfile(profile, state, route, url, res))
+          sendJson(res, state.stats, 404, { error: "not found", path: url.pathname });
+      });
       return;
     }
     if (state?.issuer && route === state.issuer.path) {
