@@ -175,6 +175,12 @@ export function createDeclarativeConnector(
     const prefetch = ctx.prefetch ?? true;
     try {
       const units = await unitsOf(ctx, signal);
+      if (units.length === 0) {
+        // An empty SKU list with `allowEmpty`: one step without offers, so the run can succeed
+        // (and delist what is no longer listed) like any complete walk.
+        yield { seq: 1, offers: [], rejects: [], httpAttempts: 0, hasNext: false };
+        return;
+      }
       // Each unit paginates on its own: a next page seen before in the same unit means no progress.
       let progress = new ProgressGuard();
       const firstOf = (unit: number): Target | null =>
