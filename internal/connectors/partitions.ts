@@ -2,7 +2,7 @@ import type { ConnectorDefinition, PartitionsDefinition } from "../config/connec
 import type { WalkContext } from "../ingestion/ports.js";
 import { IngestionError, isIngestionError } from "../platform/errors.js";
 import { isLosslessNumber } from "../platform/exact-json.js";
-import { compileFieldSpec } from "./field-spec.js";
+import { compileFieldSpec, FieldReadError } from "./field-spec.js";
 import { decodeJsonPage } from "./json-body.js";
 import { firstPageUrl, nextPageUrl, type PagedRequest, ProgressGuard } from "./pagination.js";
 import { requestBody } from "./request-template.js";
@@ -87,7 +87,13 @@ async function fetchPartitions(
       throw err;
     }
     for (const [i, record] of answer.records.entries()) {
-      const v = record !== null && typeof record === "object" ? value.read(record) : undefined;
+      let v: unknown;
+      try {
+        v = record !== null && typeof record === "object" ? value.read(record) : undefined;
+      } catch (err) {
+        if (!(err instanceof FieldReadError)) throw err;
+        v = undefined;
+      }
       const text =
         typeof v === "string"
           ? v.trim()
