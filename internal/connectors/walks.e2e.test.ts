@@ -78,9 +78,15 @@ async function tick(
   name: string,
   raw: Record<string, unknown>,
   connectorsDir = "/nonexistent",
+  env: Record<string, string> = {},
 ): Promise<TickOutcome> {
   const definition = connectorDefinitionSchema.parse(raw);
-  const { connector } = buildConnector(t, definition, { supplier: name, connectorsDir, database: pool });
+  const { connector } = buildConnector(t, definition, {
+    supplier: name,
+    connectorsDir,
+    database: pool,
+    readSecretEnv: (k) => env[k],
+  });
   const result = await runTick(deps(pool), {
     supplier: { name, intervalMs: 3_600_000, enabled: true },
     trigger: "tick_once",
@@ -454,5 +460,57 @@ t.test(
     const complete = await tick(t, pool, "iekfail", def);
     t.equal(complete.outcome, "success");
     t.equal(complete.delisted, 3);
+  },
+);
+
+t.test(
+  "Systeme-shaped: commercialRef lists of 45 in the query, stock by key with attributes from the enrichment",
+  async (t) => {
+    const n = 50;
+    sim.configure("systeme", {
+      size: n,
+      profile: "systeme",
+      auth: { type: "query", param: "accessCode", value: "s3cret" },
+    });
+    const dir = await skuFile(Array.from({ length: n }, (_, i) => skuOf("systeme", i)));
+    const result = await tick(
+      t,
+      pool,
+      "systeme",
+      {
+        baseUrl: sim.baseUrl("systeme"),
+        ...FAST,
+        auth: { type: "query", param: "accessCode", valueEnv: "SYSTEME_ACCESS_CODE" },
+        skus: { from: "file", file: "skus.txt", batch: 45 },
+        request: { path: "/new-api/JSON/getprice", query: { commercialRef: "{skus}" } },
+        records: { path: "data" },
+        fields: { sku: "commercialRef", price: "price", currency: "currency" },
+        enrich: [
+          {
+            request: { path: "/new-api/JSON/getstock", query: { commercialRef: "{skus}" } },
+            batch: 45,
+            records: { path: "data" },
+            key: "commercialRef",
+            fields: { stock: { jmespath: "sum(stocks[].count)" } },
+            attributes: { warehouses: { jmespath: "length(stocks)" } },
+          },
+        ],
+      },
+      dir,
+      { SYSTEME_ACCESS_CODE: "s3cret" },
+    );
+    t.equal(result.outcome, "success");
+    const urls = sim.stats("systeme").urls;
+    t.equal(urls.length, 4, "2 price batches, 2 stock batches");
+    t.match(
+      urls[0],
+      new RegExp(`commercialRef=${skuOf("systeme", 0)},${skuOf("systeme", 1)},`),
+      "separator literal in the query",
+    );
+    const stored = await offers(pool, "systeme");
+    t.same(
+      stored.map((o) => [o.sku, o.price, o.stock, o.attributes]),
+      sim.offers("systeme").map((r) => [r.article, r.price.value, r.stock.total, { warehouses: 3 }]),
+    );
   },
 );
