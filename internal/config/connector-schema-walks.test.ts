@@ -57,6 +57,12 @@ t.test("the examples of DESIGN §3.5, §3.6 and §3.8 are valid, with defaults",
     request: { method: "POST", path: "/x", body: { group: "{partition}" } },
   });
   t.same([...definedPlaceholders(values)], ["partition"]);
+  const priceByEnrich = connectorDefinitionSchema.parse({
+    ...base,
+    fields: { sku: "code" },
+    enrich: [{ ...remains, fields: { price: "price" } }],
+  });
+  t.equal(priceByEnrich.fields?.price, undefined, "price may come from an enrich entry");
 });
 
 const rejections: [string, Record<string, unknown>, RegExp][] = [
@@ -128,6 +134,11 @@ const rejections: [string, Record<string, unknown>, RegExp][] = [
   ],
   ["enrich onMissing other", { enrich: [{ ...remains, onMissing: "skip" }] }, /enrich\.0\.onMissing/],
   ["enrich empty list", { enrich: [] }, /enrich/],
+  [
+    "price neither in fields nor in enrich",
+    { fields: { sku: "code" }, enrich: [remains] },
+    /fields\.price: is required, here or in the fields of an enrich entry/,
+  ],
 ];
 
 for (const [name, extra, pattern] of rejections) {

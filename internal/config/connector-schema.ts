@@ -419,7 +419,8 @@ export const connectorDefinitionSchema = z
     fields: z
       .strictObject({
         sku: textField,
-        price: numericField,
+        /** Required here unless an `enrich` entry maps it (§3.7). */
+        price: numericField.optional(),
         name: textField.optional(),
         currency: textField.optional(),
         stock: numericField.optional(),
@@ -461,6 +462,17 @@ export const connectorDefinitionSchema = z
     if (def.auth.type === "oauth2") {
       bothForms(ctx, def.auth, "clientIdEnv", "clientIdFile", true);
       bothForms(ctx, def.auth, "clientSecretEnv", "clientSecretFile", true);
+    }
+    if (
+      def.fields &&
+      def.fields.price === undefined &&
+      !def.enrich?.some((e) => e.fields?.price !== undefined)
+    ) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["fields", "price"],
+        message: "is required, here or in the fields of an enrich entry",
+      });
     }
     if (def.partitions !== undefined && def.skus !== undefined) {
       ctx.addIssue({ code: "custom", path: ["skus"], message: "cannot be combined with partitions" });
@@ -618,7 +630,7 @@ export type LoginDefinition = SessionAuthDefinition["login"];
 export type ConditionDefinition = z.output<typeof conditionSchema>;
 export type ErrorRuleDefinition = ConnectorDefinition["errors"][number];
 export type AttributesDefinition = NonNullable<ConnectorDefinition["attributes"]>;
-export type FieldSpec = FieldsDefinition["price"];
+export type FieldSpec = NonNullable<FieldsDefinition["price"]>;
 export type PartitionsDefinition = NonNullable<ConnectorDefinition["partitions"]>;
 export type SkusDefinition = NonNullable<ConnectorDefinition["skus"]>;
 export type EnrichDefinition = NonNullable<ConnectorDefinition["enrich"]>[number];

@@ -70,10 +70,10 @@ function toSku(value: unknown, path: string): string {
   return text;
 }
 
-function toPrice(value: unknown, path: string, field: CompiledField): string {
+function toPrice(value: unknown, path: string, field: CompiledField | undefined): string {
   let text: string;
   if (typeof value === "string") {
-    const decimal = withDecimalPoint(field, value.trim());
+    const decimal = field ? withDecimalPoint(field, value.trim()) : value.trim();
     if (decimal === undefined)
       return fail("price", path, value, "is not a decimal number with ',' as its separator");
     text = decimal;
@@ -240,11 +240,13 @@ export function normalizeRecord(
     if (enriched === undefined) {
       // The hot path of connectors without enrich: the main record's fields only.
       const { price, currency, stock, name } = mapping;
-      const priceValue = readRaw("price", price, raw);
+      // No price field: an enrichment maps it, and this record had no SKU to enrich.
+      const priceValue = price ? readRaw("price", price, raw) : undefined;
       offer = {
         sku: toSku(read("sku", sku, raw), sku.source),
         // Null only through nullIf (a price on request); a missing price is a reject.
-        price: isNulled(price, priceValue) ? null : toPrice(priceValue, price.source, price),
+        price:
+          price && isNulled(price, priceValue) ? null : toPrice(priceValue, price?.source ?? "enrich", price),
         currency: currency ? toCurrency(read("currency", currency, raw), currency.source) : null,
         stock: stock ? toStock(read("stock", stock, raw), stock.source, stock) : null,
         name: name ? toName(read("name", name, raw), name.source) : null,
@@ -253,13 +255,15 @@ export function normalizeRecord(
       const e = enriched.fields.price;
       const price = e?.field ?? mapping.price;
       const source = e?.record ?? (e === undefined ? raw : undefined);
-      const priceValue = source === undefined ? undefined : readRaw("price", price, source);
+      const priceValue =
+        source === undefined || price === undefined ? undefined : readRaw("price", price, source);
       const [currency, currencyValue] = pick("currency", mapping.currency, raw, enriched);
       const [stock, stockValue] = pick("stock", mapping.stock, raw, enriched);
       const [name, nameValue] = pick("name", mapping.name, raw, enriched);
       offer = {
         sku: toSku(read("sku", sku, raw), sku.source),
-        price: isNulled(price, priceValue) ? null : toPrice(priceValue, price.source, price),
+        price:
+          price && isNulled(price, priceValue) ? null : toPrice(priceValue, price?.source ?? "enrich", price),
         currency: currency ? toCurrency(currencyValue, currency.source) : null,
         stock: stock ? toStock(stockValue, stock.source, stock) : null,
         name: name ? toName(nameValue, name.source) : null,

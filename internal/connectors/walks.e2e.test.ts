@@ -514,3 +514,38 @@ t.test(
     );
   },
 );
+
+t.test("price mapped by an enrichment instead of fields (DESIGN §3.7)", async (t) => {
+  sim.configure("sysprice", { size: 4, profile: "systeme" });
+  const codes = Array.from({ length: 4 }, (_, i) => skuOf("sysprice", i));
+  const dir = await skuFile([...codes, "UNKNOWN-1"]);
+  const result = await tick(
+    t,
+    pool,
+    "sysprice",
+    {
+      baseUrl: sim.baseUrl("sysprice"),
+      ...FAST,
+      skus: { from: "file", file: "skus.txt", batch: 45 },
+      request: { path: "/new-api/JSON/getstock", query: { commercialRef: "{skus}" } },
+      records: { path: "data" },
+      fields: { sku: "commercialRef", stock: { jmespath: "sum(stocks[].count)" } },
+      enrich: [
+        {
+          request: { path: "/new-api/JSON/getprice", query: { commercialRef: "{skus}" } },
+          batch: 2,
+          records: { path: "data" },
+          key: "commercialRef",
+          fields: { price: "price", currency: "currency" },
+        },
+      ],
+    },
+    dir,
+  );
+  t.equal(result.outcome, "success");
+  t.same(
+    (await offers(pool, "sysprice")).map((o) => [o.sku, o.price, o.stock]),
+    sim.offers("sysprice").map((r) => [r.article, r.price.value, r.stock.total]),
+  );
+  t.equal(sim.stats("sysprice").requests, 1 + 2, "one stock batch, price in batches of 2");
+});
