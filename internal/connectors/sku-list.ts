@@ -41,6 +41,16 @@ export async function readSkuList(skus: SkusDefinition, sources: SkuListSources)
   const raw =
     skus.from === "file" ? await readSkuFile(skus.file, sources) : await querySkus(skus.query, sources);
   const list = [...new Set(raw)];
+  if (skus.batch > 1) {
+    // The supplier splits `{skus}` at the separator: such a SKU would be asked for as two.
+    const clash = list.find((sku) => sku.includes(skus.separator));
+    if (clash !== undefined) {
+      throw new IngestionError(
+        "CONTRACT",
+        `SKU ${JSON.stringify(clash.slice(0, 100))} contains skus.separator ${JSON.stringify(skus.separator)}`,
+      );
+    }
+  }
   if (list.length === 0 && !skus.allowEmpty) {
     throw new IngestionError(
       "CONTRACT",
