@@ -106,6 +106,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
           log: log.child({ supplier: s.name }),
           metrics,
           clock,
+          ...(pool ? { database: pool } : {}),
         });
         connectors.set(s.name, {
           kind: "ok",

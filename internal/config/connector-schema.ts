@@ -289,6 +289,80 @@ const attributeName = z
   .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, "must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$");
 const MAX_ATTRIBUTES = 64;
 
+/** A request template of a partition list or an enrichment (DESIGN §3.3): the main request's keys. */
+const requestSchema = z
+  .strictObject({
+    method: httpMethod,
+    path: requestPath.default("/"),
+    query: z.record(z.string(), z.string()).default({}),
+    headers: z.record(z.string(), z.string()).default({}),
+    /** JSON body of a POST, sent as application/json. */
+    body: z.unknown().optional(),
+    /** Form of a POST, sent as application/x-www-form-urlencoded. */
+    form: z.record(z.string(), z.string()).optional(),
+  })
+  .superRefine(checkRequestBody);
+
+const recordsSchema = z.strictObject({ path: dotPath });
+const batchSize = z.number().int().min(1).max(10_000).default(1);
+const skuSeparator = z.string().min(1).max(8).default(",");
+
+/** Partitions (DESIGN §3.5): static values, or a list read from a request with its own pagination. */
+const partitionsSchema = z.union(
+  [
+    z.strictObject({ values: z.array(z.string().min(1)).min(1) }),
+    z.strictObject({
+      request: requestSchema,
+      records: recordsSchema,
+      value: textField,
+      pagination: paginationSchema.default({ type: "none" }),
+    }),
+  ],
+  { error: "must be { values: [...] } or { request, records, value }" },
+);
+
+/** SKU lists (DESIGN §3.6): a file of the connectors folder or a read-only SQL query. */
+const skuListShape = {
+  batch: batchSize,
+  separator: skuSeparator,
+  allowEmpty: z.boolean().default(false),
+};
+const skusSchema = z.discriminatedUnion("from", [
+  z.strictObject({ from: z.literal("file"), file: filePath, ...skuListShape }),
+  z.strictObject({ from: z.literal("sql"), query: z.string().trim().min(1), ...skuListShape }),
+]);
+
+/** An enrichment (DESIGN §3.8): fields from a second endpoint, merged by SKU before validation. */
+const enrichSchema = z
+  .strictObject({
+    request: requestSchema,
+    records: recordsSchema.prefault({ path: "" }),
+    /** The SKU in an enrichment record; may be left out with batch 1. */
+    key: textField.optional(),
+    batch: batchSize,
+    fields: z
+      .strictObject({
+        price: numericField.optional(),
+        name: textField.optional(),
+        currency: textField.optional(),
+        stock: numericField.optional(),
+      })
+      .optional(),
+    attributes: z
+      .record(attributeName, numericField)
+      .refine((a) => Object.keys(a).length <= MAX_ATTRIBUTES, `at most ${MAX_ATTRIBUTES} attributes`)
+      .optional(),
+    onMissing: z.literal("fail").optional(),
+  })
+  .superRefine((e, ctx) => {
+    if (e.batch > 1 && e.key === undefined) {
+      ctx.addIssue({ code: "custom", path: ["key"], message: "is required when batch is more than 1" });
+    }
+    if (Object.keys(e.fields ?? {}).length === 0 && Object.keys(e.attributes ?? {}).length === 0) {
+      ctx.addIssue({ code: "custom", path: ["fields"], message: "an enrichment needs fields or attributes" });
+    }
+  });
+
 export const connectorDefinitionSchema = z
   .strictObject({
     /** Hand-written connector from the code registry; the declarative connector when absent. */
@@ -345,7 +419,8 @@ export const connectorDefinitionSchema = z
     fields: z
       .strictObject({
         sku: textField,
-        price: numericField,
+        /** Required here unless an `enrich` entry maps it (§3.7). */
+        price: numericField.optional(),
         name: textField.optional(),
         currency: textField.optional(),
         stock: numericField.optional(),
@@ -356,6 +431,12 @@ export const connectorDefinitionSchema = z
       .record(attributeName, numericField)
       .refine((a) => Object.keys(a).length <= MAX_ATTRIBUTES, `at most ${MAX_ATTRIBUTES} attributes`)
       .optional(),
+    /** Walk the main request once per partition value, `{partition}` substituted (§3.5). */
+    partitions: partitionsSchema.optional(),
+    /** Walk the main request once per batch of SKUs, `{skus}`/`{sku}` substituted (§3.6). */
+    skus: skusSchema.optional(),
+    /** Fields from other endpoints merged into each step's records before validation (§3.8). */
+    enrich: z.array(enrichSchema).min(1).optional(),
     maxResponseBytes: z.number().int().positive().default(52_428_800),
     maxRejectRatio: z.number().min(0).max(1).default(0.5),
     /** Deepest JSON nesting accepted in a response body. */
@@ -382,6 +463,27 @@ export const connectorDefinitionSchema = z
       bothForms(ctx, def.auth, "clientIdEnv", "clientIdFile", true);
       bothForms(ctx, def.auth, "clientSecretEnv", "clientSecretFile", true);
     }
+    if (
+      def.fields &&
+      def.fields.price === undefined &&
+      !def.enrich?.some((e) => e.fields?.price !== undefined)
+    ) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["fields", "price"],
+        message: "is required, here or in the fields of an enrich entry",
+      });
+    }
+    if (def.partitions !== undefined && def.skus !== undefined) {
+      ctx.addIssue({ code: "custom", path: ["skus"], message: "cannot be combined with partitions" });
+    }
+    if (def.skus !== undefined && def.pagination.type !== "none") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["pagination"],
+        message: "a SKU batch is one request: pagination cannot be combined with skus",
+      });
+    }
     checkPlaceholders(def, ctx);
   });
 
@@ -390,18 +492,61 @@ export const connectorDefinitionSchema = z
  * (`{skus}`, `{sku}`) and export jobs (`{job}`) define them; a definition
  * without those defines none, so any placeholder in it is an error.
  */
-export function definedPlaceholders(_def: { request: unknown }): ReadonlySet<string> {
-  return new Set<string>();
+export function definedPlaceholders(def: {
+  partitions?: unknown;
+  skus?: { batch: number } | undefined;
+}): ReadonlySet<string> {
+  const names = new Set<string>();
+  if (def.partitions !== undefined) names.add("partition");
+  if (def.skus !== undefined) {
+    names.add("skus");
+    if (def.skus.batch === 1) names.add("sku");
+  }
+  return names;
+}
+
+/** Placeholders of an enrichment request: its own batch of SKUs, and the walk's partition. */
+function enrichPlaceholders(def: { partitions?: unknown }, batch: number): ReadonlySet<string> {
+  const names = new Set<string>(["skus"]);
+  if (batch === 1) names.add("sku");
+  if (def.partitions !== undefined) names.add("partition");
+  return names;
+}
+
+interface RequestShape {
+  path: string;
+  query: Record<string, string>;
+  body?: unknown;
+  form?: Record<string, string> | undefined;
 }
 
 function checkPlaceholders(
   def: {
-    request: { path: string; query: Record<string, string>; body?: unknown; form?: Record<string, string> };
+    request: RequestShape;
     auth: AuthShape;
+    partitions?: { values: string[] } | { request: RequestShape } | undefined;
+    skus?: { batch: number } | undefined;
+    enrich?: { request: RequestShape; batch: number }[] | undefined;
   },
   ctx: z.RefinementCtx,
 ): void {
-  const defined = definedPlaceholders(def);
+  checkRequestPlaceholders(def.request, ["request"], definedPlaceholders(def), ctx);
+  if (def.partitions !== undefined && "request" in def.partitions) {
+    // The partition list is fetched before any partition exists: it defines no placeholder.
+    checkRequestPlaceholders(def.partitions.request, ["partitions", "request"], new Set(), ctx);
+  }
+  for (const [i, e] of (def.enrich ?? []).entries()) {
+    checkRequestPlaceholders(e.request, ["enrich", i, "request"], enrichPlaceholders(def, e.batch), ctx);
+  }
+  checkLoginPlaceholders(def, ctx);
+}
+
+function checkRequestPlaceholders(
+  r: RequestShape,
+  at: (string | number)[],
+  defined: ReadonlySet<string>,
+  ctx: z.RefinementCtx,
+): void {
   const check = (text: string, path: (string | number)[]) => {
     for (const name of placeholdersIn(text)) {
       if (!defined.has(name)) {
@@ -410,17 +555,21 @@ function checkPlaceholders(
           code: "custom",
           path,
           message: known
-            ? `placeholder {${name}} is not defined by this walk (it needs ${name === "partition" ? "partitions" : name === "job" ? "export" : "skus"})`
+            ? name === "sku" && defined.has("skus")
+              ? "placeholder {sku} needs batch 1; a batch of several SKUs is {skus}"
+              : `placeholder {${name}} is not defined by this walk (it needs ${name === "partition" ? "partitions" : name === "job" ? "export" : "skus"})`
             : `unknown placeholder {${name}} (known: ${KNOWN_PLACEHOLDERS.map((k) => `{${k}}`).join(", ")})`,
         });
       }
     }
   };
-  const r = def.request;
-  check(r.path, ["request", "path"]);
-  for (const [k, v] of Object.entries(r.query)) check(v, ["request", "query", k]);
-  for (const [text, at] of stringsIn(r.body, ["request", "body"])) check(text, at);
-  for (const [k, v] of Object.entries(r.form ?? {})) check(v, ["request", "form", k]);
+  check(r.path, [...at, "path"]);
+  for (const [k, v] of Object.entries(r.query)) check(v, [...at, "query", k]);
+  for (const [text, where] of stringsIn(r.body, [...at, "body"])) check(text, where);
+  for (const [k, v] of Object.entries(r.form ?? {})) check(v, [...at, "form", k]);
+}
+
+function checkLoginPlaceholders(def: { auth: AuthShape }, ctx: z.RefinementCtx): void {
   if (def.auth.type === "session") {
     // A login belongs to no partition, batch or job: it defines no placeholder.
     const login = def.auth.login;
@@ -481,4 +630,7 @@ export type LoginDefinition = SessionAuthDefinition["login"];
 export type ConditionDefinition = z.output<typeof conditionSchema>;
 export type ErrorRuleDefinition = ConnectorDefinition["errors"][number];
 export type AttributesDefinition = NonNullable<ConnectorDefinition["attributes"]>;
-export type FieldSpec = FieldsDefinition["price"];
+export type FieldSpec = NonNullable<FieldsDefinition["price"]>;
+export type PartitionsDefinition = NonNullable<ConnectorDefinition["partitions"]>;
+export type SkusDefinition = NonNullable<ConnectorDefinition["skus"]>;
+export type EnrichDefinition = NonNullable<ConnectorDefinition["enrich"]>[number];

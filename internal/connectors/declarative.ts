@@ -1,25 +1,53 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
 import type { Connector, Page, WalkContext } from "../ingestion/ports.js";
 import { ConfigError, IngestionError, isIngestionError } from "../platform/errors.js";
+import { createEnricher } from "./enrich.js";
 import { type CompiledFields, compileFields } from "./field-spec.js";
 import { decodeJsonPage } from "./json-body.js";
 import { normalizeRecords } from "./normalize.js";
 import { firstPageUrl, nextPageUrl, ProgressGuard } from "./pagination.js";
+import { readPartitions } from "./partitions.js";
+import { batchValues, inBatches, type PlaceholderValues, requestBody } from "./request-template.js";
+import { readSkuList, type SkuDatabase } from "./sku-list.js";
 import type { Transport } from "./transport.js";
 
 /**
  * The declarative HTTP JSON connector (DESIGN §3): the connector file says
  * where the records are, how pages follow each other and how fields map.
  *
- * Pages stream with a prefetch of exactly one: page N+1 is requested while
- * the consumer stores page N, never further ahead, so memory stays bounded by
- * two pages whatever the catalog size. When the consumer stops iterating or
- * the walk's signal aborts, the request in flight is aborted.
+ * A walk is a sequence of **units**, each walked from its first page to its
+ * last: the main request once (a plain walk), once per partition value
+ * (§3.5), or once per batch of SKUs (§3.6, one request each). Steps are
+ * numbered on across units. The walk returns normally, so is complete for
+ * delisting (§5), only when every unit reached its end: a failing page,
+ * partition or batch throws and ends the walk.
+ *
+ * Pages stream with a prefetch of exactly one: step N+1 (its enrichments
+ * included) is requested while the consumer stores step N, never further
+ * ahead, so memory stays bounded by two steps whatever the catalog size. When
+ * the consumer stops iterating or the walk's signal aborts, the request in
+ * flight is aborted.
  */
+
+export interface DeclarativeOptions {
+  /** Where `skus.from: "sql"` lists are read; absent where no database is opened. */
+  database?: SkuDatabase | undefined;
+}
+
+/** One unit of the walk: its placeholder values, and whether it is a SKU batch (a 404 is empty). */
+interface Unit {
+  values: PlaceholderValues;
+  batch: boolean;
+}
+
+interface Target {
+  url: URL;
+  unit: number;
+}
 
 interface Fetched {
   page: Page;
-  /** The next page, null at the end, or why the walk cannot go on (after this page is stored). */
+  /** The next page of this unit, null at its end, or why the unit cannot go on (after this page is stored). */
   next: URL | null | IngestionError;
 }
 
@@ -32,53 +60,110 @@ function nextOrError(compute: () => URL | null): URL | null | IngestionError {
   }
 }
 
-export function createDeclarativeConnector(transport: Transport): Connector {
+export function createDeclarativeConnector(
+  transport: Transport,
+  options: DeclarativeOptions = {},
+): Connector {
   const def: ConnectorDefinition = transport.options.definition;
   if (!def.fields) throw new ConfigError("the declarative connector needs fields (sku and price at least)");
   // Field specs compiled once per connector (JMESPath expressions parsed here, not per record).
   const fields: CompiledFields = compileFields(def.fields, def.attributes);
+  const enrich = createEnricher(transport, def, fields);
   const limits = {
     maxDepth: def.maxJsonDepth,
     maxRecords: def.maxRecordsPerPage,
     recordsPath: def.records.path,
   };
-
-  // No placeholder is defined by a plain walk (the schema refuses them), so the body is sent as written.
-  const body = requestBody(def);
+  const separator = def.skus?.separator ?? "";
+  const plainBody = requestBody(def.request);
+  const templated = def.partitions !== undefined || def.skus !== undefined;
 
   async function fetchOne(
-    url: URL,
+    target: Target,
+    unit: Unit,
     seq: number,
     ctx: WalkContext,
     signal: AbortSignal,
     headers: Record<string, string>,
   ): Promise<Fetched> {
-    const { value, attempts } = await transport.fetchPage({
-      url,
-      seq,
-      ctx,
-      signal,
-      headers,
-      method: def.request.method,
-      ...(body ? { body } : {}),
-      decode: (res) => {
-        const { body, records } = decodeJsonPage(res.body, res.contentType, limits);
-        // A bad next pointer (foreign origin, no progress) does not spoil this page's records: the walk
-        // yields them and fails on the step after.
-        const next = nextOrError(() =>
-          nextPageUrl(def, transport.http.origins, {
-            url: res.url,
-            headers: res.headers,
-            body,
-            recordCount: records.length,
-            lastRecord: records[records.length - 1],
-          }),
-        );
-        return { records, next };
-      },
-    });
-    const { offers, rejects } = normalizeRecords(value.records, fields);
-    return { page: { seq, offers, rejects, httpAttempts: attempts }, next: value.next };
+    const body = templated ? requestBody(def.request, unit.values) : plainBody;
+    let records: unknown[];
+    let next: URL | null | IngestionError;
+    let attempts: number;
+    try {
+      ({
+        value: { records, next },
+        attempts,
+      } = await transport.fetchPage({
+        url: target.url,
+        seq,
+        ctx,
+        signal,
+        headers,
+        method: def.request.method,
+        ...(body ? { body } : {}),
+        decode: (res) => {
+          const { body, records } = decodeJsonPage(res.body, res.contentType, limits);
+          // A bad next pointer (foreign origin, no progress) does not spoil this page's records: the walk
+          // yields them and fails on the step after.
+          const next = nextOrError(() =>
+            nextPageUrl(
+              def,
+              transport.http.origins,
+              {
+                url: res.url,
+                headers: res.headers,
+                body,
+                recordCount: records.length,
+                lastRecord: records[records.length - 1],
+              },
+              unit.values,
+            ),
+          );
+          return { records, next };
+        },
+      }));
+    } catch (err) {
+      // A 404 for a SKU batch means none of its SKUs exist (§3.6): a step without offers.
+      if (!(unit.batch && isIngestionError(err) && err.code === "HTTP_404")) throw err;
+      records = [];
+      next = null;
+      attempts = err.attempts ?? 1;
+    }
+    let enriched: Parameters<typeof normalizeRecords>[2];
+    if (enrich !== undefined && records.length > 0) {
+      try {
+        const result = await enrich(records, { seq, ctx, signal, values: unit.values });
+        enriched = result.values;
+        attempts += result.attempts;
+      } catch (err) {
+        if (isIngestionError(err)) err.attempts = attempts + (err.attempts ?? 0);
+        throw err;
+      }
+    }
+    const { offers, rejects } = normalizeRecords(records, fields, enriched);
+    return { page: { seq, offers, rejects, httpAttempts: attempts }, next };
+  }
+
+  /** The units of this walk, read at its start (SKU lists re-read, partition lists re-fetched). */
+  async function unitsOf(ctx: WalkContext, signal: AbortSignal): Promise<Unit[]> {
+    if (def.skus !== undefined) {
+      const skus = await readSkuList(def.skus, {
+        supplier: transport.supplier,
+        connectorsDir: transport.options.connectorsDir,
+        database: options.database,
+        statementTimeoutMs: def.timeouts.requestMs,
+      });
+      return inBatches(skus, def.skus.batch).map((batch) => ({
+        values: batchValues(batch, def.skus?.separator ?? ","),
+        batch: true,
+      }));
+    }
+    if (def.partitions !== undefined) {
+      const values = await readPartitions(transport, def, def.partitions, ctx, signal);
+      return values.map((partition) => ({ values: { partition }, batch: false }));
+    }
+    return [{ values: {}, batch: false }];
   }
 
   async function* walk(ctx: WalkContext): AsyncGenerator<Page> {
@@ -88,32 +173,51 @@ export function createDeclarativeConnector(transport: Transport): Connector {
     const stop = new AbortController();
     const signal = AbortSignal.any([ctx.signal, stop.signal]);
     const prefetch = ctx.prefetch ?? true;
-    const progress = new ProgressGuard();
-    const fetchNext = (next: URL | null | IngestionError, seq: number): Promise<Fetched> | null => {
-      if (!(next instanceof URL)) return null;
-      const pending = (async () => {
-        progress.visit(next);
-        return fetchOne(next, seq, ctx, signal, headers);
-      })();
-      // Marked handled now; the rejection is still seen when the loop awaits it.
-      pending.catch(() => {});
-      return pending;
-    };
     try {
+      const units = await unitsOf(ctx, signal);
+      if (units.length === 0) {
+        // An empty SKU list with `allowEmpty`: one step without offers, so the run can succeed
+        // (and delist what is no longer listed) like any complete walk.
+        yield { seq: 1, offers: [], rejects: [], httpAttempts: 0, hasNext: false };
+        return;
+      }
+      // Each unit paginates on its own: a next page seen before in the same unit means no progress.
+      let progress = new ProgressGuard();
+      const firstOf = (unit: number): Target | null =>
+        unit < units.length
+          ? { url: firstPageUrl(def, (units[unit] as Unit).values, separator), unit }
+          : null;
+      /** Where the walk goes after a page of `unit`: its next page, the next unit, or the end. */
+      const after = (unit: number, next: URL | null): Target | null =>
+        next !== null ? { url: next, unit } : firstOf(unit + 1);
+      const fetchNext = (target: Target | null, seq: number): Promise<Fetched> | null => {
+        if (target === null) return null;
+        const pending = (async () => {
+          progress.visit(target.url);
+          return fetchOne(target, units[target.unit] as Unit, seq, ctx, signal, headers);
+        })();
+        // Marked handled now; the rejection is still seen when the loop awaits it.
+        pending.catch(() => {});
+        return pending;
+      };
       let seq = 1;
-      let pending: Promise<Fetched> | null = fetchNext(firstPageUrl(def), seq);
-      while (pending) {
+      let target = firstOf(0);
+      let pending: Promise<Fetched> | null = fetchNext(target, seq);
+      while (pending && target) {
         const fetched: Fetched = await pending;
         seq++;
         const next = fetched.next;
-        fetched.page.hasNext = next !== null;
-        pending = prefetch ? fetchNext(next, seq) : null;
+        const following = next instanceof IngestionError ? null : after(target.unit, next);
+        if (following !== null && following.unit !== target.unit) progress = new ProgressGuard();
+        fetched.page.hasNext = next instanceof IngestionError || following !== null;
+        target = following;
+        pending = prefetch ? fetchNext(following, seq) : null;
         yield fetched.page;
         if (next instanceof IngestionError) {
           next.attempts = 0;
           throw next;
         }
-        if (!prefetch) pending = fetchNext(next, seq);
+        if (!prefetch) pending = fetchNext(following, seq);
       }
     } finally {
       stop.abort(new Error("walk ended"));
@@ -124,18 +228,4 @@ export function createDeclarativeConnector(transport: Transport): Connector {
     walk,
     close: () => transport.close(),
   };
-}
-
-/** `request.body` as JSON or `request.form` as a urlencoded form (DESIGN §3.3). */
-function requestBody(def: ConnectorDefinition): { contentType: string; data: string } | undefined {
-  if (def.request.form !== undefined) {
-    return {
-      contentType: "application/x-www-form-urlencoded",
-      data: new URLSearchParams(def.request.form).toString(),
-    };
-  }
-  if (def.request.body !== undefined) {
-    return { contentType: "application/json", data: JSON.stringify(def.request.body) };
-  }
-  return undefined;
 }

@@ -22,7 +22,8 @@ export interface CompiledField {
 
 export interface CompiledFields {
   sku: CompiledField;
-  price: CompiledField;
+  /** Undefined when an enrichment maps the price instead (DESIGN §3.7). */
+  price: CompiledField | undefined;
   name: CompiledField | undefined;
   currency: CompiledField | undefined;
   stock: CompiledField | undefined;
@@ -80,7 +81,7 @@ export function compileFields(fields: FieldsDefinition, attributes?: AttributesD
   const optional = (spec: FieldSpec | undefined) => (spec === undefined ? undefined : compileFieldSpec(spec));
   const result: CompiledFields = {
     sku: compileFieldSpec(fields.sku),
-    price: compileFieldSpec(fields.price),
+    price: optional(fields.price),
     name: optional(fields.name),
     currency: optional(fields.currency),
     stock: optional(fields.stock),

@@ -180,8 +180,7 @@ export class HttpClient {
     const secretQuery = primary ? (options.secretQuery ?? {}) : {};
     let target = url;
     if (Object.keys(secretQuery).length > 0) {
-      target = new URL(url);
-      for (const [k, v] of Object.entries(secretQuery)) target.searchParams.set(k, v);
+      target = withQuery(url, secretQuery);
     }
     let status: number | null = null;
     let bytes = 0;
@@ -384,4 +383,29 @@ async function readLimited(body: Readable, encoding: string | undefined, limit: 
     decoder?.destroy();
   }
   return Buffer.concat(chunks, total);
+}
+
+/**
+ * `url` with `params` set, the rest of its query left byte for byte: going through
+ * `searchParams` would re-encode it (the literal separator of `{skus}` included, §3.3).
+ */
+function withQuery(url: URL, params: Record<string, string>): URL {
+  const target = new URL(url);
+  const names = new Set(Object.keys(params));
+  const kept = target.search
+    .slice(1)
+    .split("&")
+    .filter((pair) => pair !== "" && !names.has(queryName(pair)));
+  const added = Object.entries(params).map(([k, v]) => new URLSearchParams({ [k]: v }).toString());
+  target.search = [...kept, ...added].join("&");
+  return target;
+}
+
+function queryName(pair: string): string {
+  const raw = (pair.split("=")[0] ?? "").replace(/\+/g, " ");
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
 }

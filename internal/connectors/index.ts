@@ -6,6 +6,7 @@ import type { Metrics } from "../platform/metrics.js";
 import { createDeclarativeConnector } from "./declarative.js";
 import type { RequestEvent } from "./http-client.js";
 import { findConnectorModule } from "./registry.js";
+import type { SkuDatabase } from "./sku-list.js";
 import { Transport } from "./transport.js";
 
 /**
@@ -29,6 +30,8 @@ export interface CreateConnectorOptions {
   random?: () => number;
   /** Told of every HTTP request sent, secrets redacted (`preview`). */
   observer?: (event: RequestEvent) => void;
+  /** Where `skus.from: "sql"` lists are read (a `pg.Pool` will do); absent in `preview`. */
+  database?: SkuDatabase;
 }
 
 /**
@@ -53,7 +56,7 @@ export function createConnector(options: CreateConnectorOptions): Connector {
   if (moduleName !== undefined) {
     return findConnectorModule(moduleName)(transport, options.definition.settings ?? {});
   }
-  return createDeclarativeConnector(transport);
+  return createDeclarativeConnector(transport, { database: options.database });
 }
 
 export { createDeclarativeConnector } from "./declarative.js";
@@ -62,5 +65,6 @@ export type { RequestEvent } from "./http-client.js";
 export { normalizeRecord, normalizeRecords } from "./normalize.js";
 export type { ConnectorModule } from "./registry.js";
 export { connectorModuleNames } from "./registry.js";
+export type { SkuDatabase } from "./sku-list.js";
 export type { PageFetch } from "./transport.js";
 export { Transport } from "./transport.js";

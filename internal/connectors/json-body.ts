@@ -19,6 +19,8 @@ export interface JsonBodyLimits {
   maxRecords: number;
   /** `records.path`; `""` when the body itself is the array. */
   recordsPath: string;
+  /** An object at `recordsPath` is one record (enrichments, partition lists: DESIGN §3.7). */
+  objectIsRecord?: boolean;
 }
 
 /** `application/json`, `text/json` and `application/<x>+json`, with any parameters. */
@@ -214,7 +216,10 @@ export function decodeJsonPage(
       cause: err,
     });
   }
-  const records = readDotPath(parsed, limits.recordsPath);
+  let records = readDotPath(parsed, limits.recordsPath);
+  if (limits.objectIsRecord && records !== null && typeof records === "object" && !Array.isArray(records)) {
+    records = [records];
+  }
   if (records === undefined) {
     throw new IngestionError("CONTRACT", `${describePath(limits.recordsPath)} is missing from the response`);
   }

@@ -70,10 +70,10 @@ function toSku(value: unknown, path: string): string {
   return text;
 }
 
-function toPrice(value: unknown, path: string, field: CompiledField): string {
+function toPrice(value: unknown, path: string, field: CompiledField | undefined): string {
   let text: string;
   if (typeof value === "string") {
-    const decimal = withDecimalPoint(field, value.trim());
+    const decimal = field ? withDecimalPoint(field, value.trim()) : value.trim();
     if (decimal === undefined)
       return fail("price", path, value, "is not a decimal number with ',' as its separator");
     text = decimal;
@@ -164,11 +164,50 @@ function compiledFor(fields: FieldsDefinition | CompiledFields): CompiledFields 
     : compileFields(fields as FieldsDefinition);
 }
 
-function toAttributes(fields: CompiledFields, raw: object): Record<string, unknown> | null {
-  if (fields.attributes.length === 0) return null;
+/**
+ * Values an enrichment (DESIGN §3.8) gives one record: per field, the
+ * enrichment's compiled spec and the enrichment record it reads from
+ * (undefined: no record for this SKU, so the field is unset). They replace the
+ * main record's fields of the same name before validation.
+ */
+export interface EnrichedValues {
+  fields: Partial<Record<"price" | "name" | "currency" | "stock", EnrichedValue>>;
+  attributes: Record<string, EnrichedValue>;
+}
+
+export interface EnrichedValue {
+  field: CompiledField;
+  record: object | undefined;
+}
+
+/** The field that applies and its value after `nullIf`: the enrichment's when it gives one. */
+function pick(
+  name: "name" | "currency" | "stock",
+  main: CompiledField | undefined,
+  raw: object,
+  enriched: EnrichedValues | undefined,
+): [CompiledField | undefined, unknown] {
+  const e = enriched?.fields[name];
+  if (e === undefined) return [main, main ? read(name, main, raw) : undefined];
+  return [e.field, e.record === undefined ? undefined : read(name, e.field, e.record)];
+}
+
+function toAttributes(
+  fields: CompiledFields,
+  raw: object,
+  enriched: EnrichedValues | undefined,
+): Record<string, unknown> | null {
+  if (fields.attributes.length === 0 && enriched === undefined) return null;
   let attributes: Record<string, unknown> | null = null;
   for (const [name, field] of fields.attributes) {
+    if (enriched?.attributes[name] !== undefined) continue;
     const value = read(`attributes.${name}`, field, raw);
+    if (value === undefined || value === null) continue;
+    attributes ??= {};
+    attributes[name] = value;
+  }
+  for (const [name, e] of Object.entries(enriched?.attributes ?? {})) {
+    const value = e.record === undefined ? undefined : read(`attributes.${name}`, e.field, e.record);
     if (value === undefined || value === null) continue;
     attributes ??= {};
     attributes[name] = value;
@@ -189,23 +228,48 @@ function toAttributes(fields: CompiledFields, raw: object): Record<string, unkno
 export function normalizeRecord(
   raw: unknown,
   fields: FieldsDefinition | CompiledFields,
+  enriched?: EnrichedValues,
 ): { offer: Offer } | { reject: Reject } {
   const mapping = compiledFor(fields);
   try {
     if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
       throw new FieldError(`record is not an object: ${show(raw)}`);
     }
-    const { sku, price, currency, stock, name } = mapping;
-    const priceValue = readRaw("price", price, raw);
-    const offer: Offer = {
-      sku: toSku(read("sku", sku, raw), sku.source),
-      // Null only through nullIf (a price on request); a missing price is a reject.
-      price: isNulled(price, priceValue) ? null : toPrice(priceValue, price.source, price),
-      currency: currency ? toCurrency(read("currency", currency, raw), currency.source) : null,
-      stock: stock ? toStock(read("stock", stock, raw), stock.source, stock) : null,
-      name: name ? toName(read("name", name, raw), name.source) : null,
-    };
-    const attributes = toAttributes(mapping, raw);
+    const { sku } = mapping;
+    let offer: Offer;
+    if (enriched === undefined) {
+      // The hot path of connectors without enrich: the main record's fields only.
+      const { price, currency, stock, name } = mapping;
+      // No price field: an enrichment maps it, and this record had no SKU to enrich.
+      const priceValue = price ? readRaw("price", price, raw) : undefined;
+      offer = {
+        sku: toSku(read("sku", sku, raw), sku.source),
+        // Null only through nullIf (a price on request); a missing price is a reject.
+        price:
+          price && isNulled(price, priceValue) ? null : toPrice(priceValue, price?.source ?? "enrich", price),
+        currency: currency ? toCurrency(read("currency", currency, raw), currency.source) : null,
+        stock: stock ? toStock(read("stock", stock, raw), stock.source, stock) : null,
+        name: name ? toName(read("name", name, raw), name.source) : null,
+      };
+    } else {
+      const e = enriched.fields.price;
+      const price = e?.field ?? mapping.price;
+      const source = e?.record ?? (e === undefined ? raw : undefined);
+      const priceValue =
+        source === undefined || price === undefined ? undefined : readRaw("price", price, source);
+      const [currency, currencyValue] = pick("currency", mapping.currency, raw, enriched);
+      const [stock, stockValue] = pick("stock", mapping.stock, raw, enriched);
+      const [name, nameValue] = pick("name", mapping.name, raw, enriched);
+      offer = {
+        sku: toSku(read("sku", sku, raw), sku.source),
+        price:
+          price && isNulled(price, priceValue) ? null : toPrice(priceValue, price?.source ?? "enrich", price),
+        currency: currency ? toCurrency(currencyValue, currency.source) : null,
+        stock: stock ? toStock(stockValue, stock.source, stock) : null,
+        name: name ? toName(nameValue, name.source) : null,
+      };
+    }
+    const attributes = toAttributes(mapping, raw, enriched);
     if (attributes !== null) offer.attributes = attributes;
     return { offer };
   } catch (err) {
@@ -214,16 +278,34 @@ export function normalizeRecord(
   }
 }
 
+/** The SKU of a raw record as validation would read it, or undefined when it has none valid. */
+export function skuOfRecord(raw: unknown, mapping: CompiledFields): string | undefined {
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return undefined;
+  return skuOfValue(raw, mapping.sku);
+}
+
+/** The SKU a field gives on `record` (an enrichment's `key`), or undefined. */
+export function skuOfValue(record: object, field: CompiledField): string | undefined {
+  try {
+    return toSku(read("sku", field, record), field.source);
+  } catch (err) {
+    if (err instanceof FieldError) return undefined;
+    throw err;
+  }
+}
+
 /** Splits a page's records into offers and rejects, in order. */
 export function normalizeRecords(
   records: readonly unknown[],
   fields: FieldsDefinition | CompiledFields,
+  enriched?: readonly (EnrichedValues | undefined)[],
 ): { offers: Offer[]; rejects: Reject[] } {
   const mapping = compiledFor(fields);
   const offers: Offer[] = [];
   const rejects: Reject[] = [];
-  for (const raw of records) {
-    const result = normalizeRecord(raw, mapping);
+  for (let i = 0; i < records.length; i++) {
+    const raw = records[i];
+    const result = normalizeRecord(raw, mapping, enriched?.[i]);
     if ("offer" in result) offers.push(result.offer);
     else rejects.push(result.reject);
   }

@@ -4,6 +4,7 @@ import { IngestionError } from "../platform/errors.js";
 import { isLosslessNumber } from "../platform/exact-json.js";
 import { readDotPath } from "./dot-path.js";
 import type { OriginPolicy } from "./origin.js";
+import { type PlaceholderValues, requestUrl } from "./request-template.js";
 
 /**
  * The pagination types of DESIGN §3 as pure URL arithmetic: the first page's
@@ -24,29 +25,34 @@ export interface AnsweredPage {
 }
 
 /** The URL of the first page: `baseUrl` + `request.path`, `request.query`, first page parameters. */
-export function firstPageUrl(def: ConnectorDefinition): URL {
-  const base = new URL(def.baseUrl);
-  const prefix = base.pathname.replace(/\/+$/, "");
-  const url = new URL(`${base.origin}${prefix}${def.request.path}`);
-  for (const [k, v] of Object.entries(def.request.query)) url.searchParams.set(k, v);
+export function firstPageUrl(def: PagedRequest, values: PlaceholderValues = {}, literal = ""): URL {
+  const pageParams: Record<string, string> = {};
   const p = def.pagination;
   if (p.type === "page") {
-    url.searchParams.set(p.param, String(p.start));
-    if (p.sizeParam !== undefined && p.size !== undefined) url.searchParams.set(p.sizeParam, String(p.size));
+    pageParams[p.param] = String(p.start);
+    if (p.sizeParam !== undefined && p.size !== undefined) pageParams[p.sizeParam] = String(p.size);
   }
   if (p.type === "offset") {
-    url.searchParams.set(p.offsetParam, "0");
-    url.searchParams.set(p.limitParam, String(p.limit));
+    pageParams[p.offsetParam] = "0";
+    pageParams[p.limitParam] = String(p.limit);
   }
-  return url;
+  return requestUrl(def.baseUrl, def.request, values, literal, pageParams);
 }
+
+/** What pagination needs of a definition: the main request's, or a partition list's. */
+export type PagedRequest = Pick<ConnectorDefinition, "baseUrl" | "request" | "pagination">;
 
 /**
  * The next page's URL, or `null` when `page` ended the catalog.
  * @throws IngestionError `CONTRACT` for a next URL outside the allowed
  * origins, a malformed cursor, or a next page identical to this one.
  */
-export function nextPageUrl(def: ConnectorDefinition, origins: OriginPolicy, page: AnsweredPage): URL | null {
+export function nextPageUrl(
+  def: PagedRequest,
+  origins: OriginPolicy,
+  page: AnsweredPage,
+  values: PlaceholderValues = {},
+): URL | null {
   const p = def.pagination;
   let next: URL | null;
   if (p.type !== "none" && p.type !== "link" && p.hasMorePath !== undefined) {
@@ -103,7 +109,7 @@ export function nextPageUrl(def: ConnectorDefinition, origins: OriginPolicy, pag
       next =
         /^https?:\/\//i.test(text) && p.lastRecordPath === undefined
           ? origins.resolve(text, page.url, "cursor URL")
-          : withParam(firstPageUrl(def), p.param, text);
+          : withParam(firstPageUrl(def, values), p.param, text);
       break;
     }
     case "link": {

@@ -3,6 +3,7 @@ import type { Socket } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
 import { handleAdmin } from "./admin.js";
 import { FEED_ROUTE, serveFeed } from "./feeds.js";
+import { serveProfile } from "./profiles.js";
 import { sendJson } from "./respond.js";
 import { serveOffers } from "./serve-offers.js";
 import { SupplierStats } from "./stats.js";
@@ -68,6 +69,7 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
     state: SupplierState,
     url: URL,
     feedFile?: string,
+    serve?: () => void,
   ) {
     const stats = state.stats;
     stats.recordRequest(now());
@@ -95,6 +97,17 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
     if (verdict !== "ok") {
       if (state.issuer) state.issuer.refuse(res, verdict);
       else sendJson(res, stats, 401, { error: "unauthorized" }, { "www-authenticate": state.auth.type });
+      return;
+    }
+    if (serve) {
+      SupplierStats.remember(stats.urls, `${url.pathname}${url.search}`);
+      // Profile routes take the status and body-error faults; their "page" is the request's number.
+      const fault = state.faults.decide(stats.requests);
+      if (fault?.kind === "status")
+        sendJson(res, stats, fault.code, { error: `simulated status ${fault.code}` });
+      else if (fault?.kind === "bodyError")
+        sendJson(res, stats, 200, { status: { code: fault.code, message: fault.message } });
+      else serve();
       return;
     }
     if (req.method !== state.method) {
@@ -134,6 +147,14 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
     const feed = FEED_ROUTE.exec(url.pathname);
     if (state && feed) {
       await handleOffers(req, res, state, url, feed[2]);
+      return;
+    }
+    if (state?.profile && route !== undefined && route !== "/v1/offers" && route !== state.issuer?.path) {
+      const profile = state.profile;
+      await handleOffers(req, res, state, url, undefined, () => {
+        if (!serveProfile(profile, state, route, url, res))
+          sendJson(res, state.stats, 404, { error: "not found", path: url.pathname });
+      });
       return;
     }
     if (state?.issuer && route === state.issuer.path) {

@@ -34,6 +34,7 @@ export class SupplierState {
   /** The login or token endpoint, for session and OAuth2 auth. */
   readonly issuer: TokenIssuer | undefined;
   readonly priceFormat: "string" | "number";
+  readonly profile: SimulatorSupplierOptions["profile"];
   private readonly bucket: TokenBucket | undefined;
 
   constructor(
@@ -58,6 +59,7 @@ export class SupplierState {
         ? new TokenIssuer(name, this.auth, this.stats, now)
         : undefined;
     this.priceFormat = options.priceFormat ?? "string";
+    this.profile = options.profile;
     this.bucket = options.rateLimit
       ? new TokenBucket(options.rateLimit.requestsPerSecond, options.rateLimit.burst, now)
       : undefined;

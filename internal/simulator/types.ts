@@ -120,9 +120,14 @@ export interface SimulatorFaults {
   bombOnPage?: number;
 }
 
+/** Real-API shapes served besides `/v1/offers` (see `profiles.ts`). */
+export type SimProfile = "etm" | "iek" | "systeme";
+
 export interface SimulatorSupplierOptions {
   /** Number of offers of the pristine catalog (indices 0..size-1). */
   size: number;
+  /** Also answer the routes of this real API, from the same catalog. */
+  profile?: SimProfile;
   /** Default `limit` of a page; 100 when absent. */
   pageSize?: number;
   /** Pagination style; `page` when absent. */

@@ -1,0 +1,127 @@
+import type { ConnectorDefinition, EnrichDefinition } from "../config/connector-schema.js";
+import type { WalkContext } from "../ingestion/ports.js";
+import { IngestionError, isIngestionError } from "../platform/errors.js";
+import { type CompiledField, type CompiledFields, compileFieldSpec } from "./field-spec.js";
+import { decodeJsonPage } from "./json-body.js";
+import { type EnrichedValues, skuOfRecord, skuOfValue } from "./normalize.js";
+import { batchValues, inBatches, requestBody, requestUrl } from "./request-template.js";
+import type { Transport } from "./transport.js";
+
+/**
+ * Enrichment (DESIGN §3.8): once a step's records are read and their SKUs
+ * mapped, every `enrich` entry is requested for the step's SKUs in batches,
+ * its records matched by `key` (or, with batch 1, by the request), and its
+ * fields handed to validation in place of the main record's. All of it happens
+ * before the step is yielded, so before its transaction. A 404 or a SKU no
+ * record answers leaves the entry's fields unset (or fails the step
+ * `CONTRACT` with `onMissing: "fail"`). No pagination.
+ */
+
+interface CompiledEnrichment {
+  index: number;
+  def: EnrichDefinition;
+  key: CompiledField | undefined;
+  fields: [keyof EnrichedValues["fields"], CompiledField][];
+  attributes: [string, CompiledField][];
+}
+
+export interface StepEnrichment {
+  /** Per main record (same order), what the enrichments give it; undefined for a record without a SKU. */
+  values: (EnrichedValues | undefined)[];
+  /** HTTP requests it took, retries included. */
+  attempts: number;
+}
+
+export type Enricher = (
+  records: readonly unknown[],
+  step: { seq: number; ctx: WalkContext; signal: AbortSignal; values: Readonly<Record<string, string>> },
+) => Promise<StepEnrichment>;
+
+/** Compiles the definition's `enrich` entries once; undefined when it has none. */
+export function createEnricher(
+  transport: Transport,
+  def: ConnectorDefinition,
+  mapping: CompiledFields,
+): Enricher | undefined {
+  if (def.enrich === undefined) return undefined;
+  const entries: CompiledEnrichment[] = def.enrich.map((e, index) => ({
+    index,
+    def: e,
+    key: e.key === undefined ? undefined : compileFieldSpec(e.key),
+    fields: Object.entries(e.fields ?? {}).flatMap(([name, spec]) =>
+      spec === undefined ? [] : [[name as keyof EnrichedValues["fields"], compileFieldSpec(spec)]],
+    ),
+    attributes: Object.entries(e.attributes ?? {}).map(([name, spec]) => [name, compileFieldSpec(spec)]),
+  }));
+  const separator = def.skus?.separator ?? ",";
+
+  return async (records, step) => {
+    const skus = records.map((r) => skuOfRecord(r, mapping));
+    const unique = [...new Set(skus.filter((s): s is string => s !== undefined))];
+    const bySku = new Map<string, EnrichedValues>(unique.map((s) => [s, { fields: {}, attributes: {} }]));
+    let attempts = 0;
+    for (const entry of entries) {
+      const found = new Map<string, object>();
+      for (const batch of inBatches(unique, entry.def.batch)) {
+        const answer = await fetchEnrichment(transport, def, entry, batch, separator, step);
+        attempts += answer.attempts;
+        for (const record of answer.records) {
+          if (record === null || typeof record !== "object" || Array.isArray(record)) continue;
+          const sku = entry.key === undefined ? batch[0] : skuOfValue(record, entry.key);
+          if (sku !== undefined && !found.has(sku)) found.set(sku, record);
+        }
+      }
+      for (const sku of unique) {
+        const record = found.get(sku);
+        if (record === undefined && entry.def.onMissing === "fail") {
+          throw new IngestionError(
+            "CONTRACT",
+            `enrich.${entry.index}: no record for SKU ${JSON.stringify(sku)} (onMissing: "fail")`,
+            { attempts },
+          );
+        }
+        const values = bySku.get(sku) as EnrichedValues;
+        for (const [name, field] of entry.fields) values.fields[name] = { field, record };
+        for (const [name, field] of entry.attributes) values.attributes[name] = { field, record };
+      }
+    }
+    return { values: skus.map((s) => (s === undefined ? undefined : bySku.get(s))), attempts };
+  };
+}
+
+async function fetchEnrichment(
+  transport: Transport,
+  def: ConnectorDefinition,
+  entry: CompiledEnrichment,
+  batch: string[],
+  separator: string,
+  step: Parameters<Enricher>[1],
+): Promise<{ records: unknown[]; attempts: number }> {
+  const values = { ...step.values, ...batchValues(batch, separator) };
+  const request = entry.def.request;
+  const body = requestBody(request, values);
+  try {
+    const { value, attempts } = await transport.fetchPage({
+      url: requestUrl(def.baseUrl, request, values, separator),
+      seq: step.seq,
+      ctx: step.ctx,
+      signal: step.signal,
+      headers: { ...request.headers },
+      method: request.method,
+      ...(body ? { body } : {}),
+      decode: (res) =>
+        decodeJsonPage(res.body, res.contentType, {
+          maxDepth: def.maxJsonDepth,
+          maxRecords: def.maxRecordsPerPage,
+          recordsPath: entry.def.records.path,
+          objectIsRecord: true,
+        }).records,
+    });
+    return { records: value, attempts };
+  } catch (err) {
+    // A 404 means none of the batch's SKUs are known there (§3.8): not an error.
+    if (isIngestionError(err) && err.code === "HTTP_404") return { records: [], attempts: err.attempts ?? 1 };
+    if (isIngestionError(err)) err.message = `enrich.${entry.index}: ${err.message}`;
+    throw err;
+  }
+}
