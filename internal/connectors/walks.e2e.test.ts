@@ -7,33 +7,13 @@ import { join } from "node:path";
 import type pg from "pg";
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
+import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
 import { connectorDefinitionSchema } from "../config/connector-schema.js";
-import { runTick, type TickDeps } from "../ingestion/tick.js";
-import { acquireLease } from "../lease/lease.js";
-import { systemClock } from "../platform/clock.js";
-import { createLogger } from "../platform/logger.js";
-import { createMetrics } from "../platform/metrics.js";
 import { skuOf } from "../simulator/catalog.js";
 import { IEK_GROUPS, IEK_PRICE_ON_REQUEST_EVERY } from "../simulator/profiles.js";
 import { startSimulator } from "../simulator/server.js";
 import type { Simulator } from "../simulator/types.js";
-import * as store from "../store/runs.js";
 import { buildConnector } from "./test-support.js";
-
-const log = createLogger({ level: "silent" });
-
-function deps(pool: pg.Pool): TickDeps {
-  return {
-    pool,
-    store,
-    acquireLease: (name) => acquireLease(pool, name, log),
-    log,
-    metrics: createMetrics({ processMetrics: false }),
-    clock: systemClock,
-    owner: { hostname: "test", pid: 1, bootId: "b" },
-    heartbeatMs: 1_000,
-  };
-}
 
 const FAST = {
   rateLimit: { requestsPerSecond: 1000, burst: 1000, maxConcurrency: 2 },
@@ -87,12 +67,7 @@ async function tick(
     database: pool,
     readSecretEnv: (k) => env[k],
   });
-  const result = await runTick(deps(pool), {
-    supplier: { name, intervalMs: 3_600_000, enabled: true },
-    trigger: "tick_once",
-    force: true,
-    connector: { kind: "ok", connector, maxRejectRatio: 0.5, runMs: 60_000 },
-  });
+  const result = await forcedTick(tickDeps(pool), name, connector);
   return {
     runId: Number(result.runId),
     outcome: result.outcome,
