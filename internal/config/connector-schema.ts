@@ -288,6 +288,10 @@ const attributeName = z
   .string()
   .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, "must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$");
 const MAX_ATTRIBUTES = 64;
+/** `attributes` of the connector and of an enrichment: name → field spec. */
+const attributesSchema = z
+  .record(attributeName, numericField)
+  .refine((a) => Object.keys(a).length <= MAX_ATTRIBUTES, `at most ${MAX_ATTRIBUTES} attributes`);
 
 /** A request template of a partition list or an enrichment (DESIGN §3.3): the main request's keys. */
 const requestSchema = z
@@ -348,10 +352,7 @@ const enrichSchema = z
         stock: numericField.optional(),
       })
       .optional(),
-    attributes: z
-      .record(attributeName, numericField)
-      .refine((a) => Object.keys(a).length <= MAX_ATTRIBUTES, `at most ${MAX_ATTRIBUTES} attributes`)
-      .optional(),
+    attributes: attributesSchema.optional(),
     onMissing: z.literal("fail").optional(),
   })
   .superRefine((e, ctx) => {
@@ -427,10 +428,7 @@ export const connectorDefinitionSchema = z
       })
       .optional(),
     /** Further supplier data kept with each offer as one JSON object (`supplier_offers.attributes`). */
-    attributes: z
-      .record(attributeName, numericField)
-      .refine((a) => Object.keys(a).length <= MAX_ATTRIBUTES, `at most ${MAX_ATTRIBUTES} attributes`)
-      .optional(),
+    attributes: attributesSchema.optional(),
     /** Walk the main request once per partition value, `{partition}` substituted (§3.5). */
     partitions: partitionsSchema.optional(),
     /** Walk the main request once per batch of SKUs, `{skus}`/`{sku}` substituted (§3.6). */

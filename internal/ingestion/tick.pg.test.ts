@@ -3,6 +3,7 @@
 import type pg from "pg";
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
+import { tickDeps } from "../../test/helpers/tick.js";
 import { acquireLease } from "../lease/lease.js";
 import { OffsetClock, systemClock } from "../platform/clock.js";
 import { IngestionError } from "../platform/errors.js";
@@ -56,16 +57,7 @@ function slot(connector: Connector, runMs = 60_000): ConnectorSlot {
 }
 
 function deps(pool: pg.Pool): TickDeps {
-  return {
-    pool,
-    store,
-    acquireLease: (name) => acquireLease(pool, name, log),
-    log,
-    metrics: createMetrics({ processMetrics: false }),
-    clock: systemClock,
-    owner: { hostname: "test", pid: 1, bootId: "b" },
-    heartbeatMs: 50,
-  };
+  return tickDeps(pool, log, 50);
 }
 
 async function runRow(pool: pg.Pool, id: number | undefined) {

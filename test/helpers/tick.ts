@@ -8,7 +8,11 @@ import { createMetrics } from "../../internal/platform/metrics.js";
 import * as store from "../../internal/store/runs.js";
 
 /** What `runTick` needs, on `pool`, with a real lease and the real store. */
-export function tickDeps(pool: pg.Pool, log: Logger = createLogger({ level: "silent" })): TickDeps {
+export function tickDeps(
+  pool: pg.Pool,
+  log: Logger = createLogger({ level: "silent" }),
+  heartbeatMs = 1_000,
+): TickDeps {
   return {
     pool,
     store,
@@ -17,7 +21,7 @@ export function tickDeps(pool: pg.Pool, log: Logger = createLogger({ level: "sil
     metrics: createMetrics({ processMetrics: false }),
     clock: systemClock,
     owner: { hostname: "test", pid: 1, bootId: "b" },
-    heartbeatMs: 1_000,
+    heartbeatMs,
   };
 }
 
