@@ -2,8 +2,8 @@
 /**
  * Static checks of the deployment files, no container engine needed:
  * - every YAML file (docker-compose.yml, deploy/**) and every ```yaml block of
- *   README.md parses, with the `yaml` package (strict: duplicate keys are
- *   errors) and, when python3 has PyYAML, with PyYAML too;
+ *   README.md and docs/*.md parses, with the `yaml` package (strict: duplicate
+ *   keys are errors) and, when python3 has PyYAML, with PyYAML too;
  * - the manifests say what the deployment guide promises (probes, resources,
  *   concurrencyPolicy, --tick-once, the three alerts, the compose services);
  * - the connector files shipped for compose and Kubernetes pass the product's own
@@ -37,10 +37,27 @@ addFile("docker-compose.yml");
 for (const dir of ["deploy", "deploy/k8s"]) {
   for (const f of readdirSync(join(root, dir))) if (/\.ya?ml$/.test(f)) addFile(`${dir}/${f}`);
 }
-const guide = readFileSync(join(root, "README.md"), "utf8");
-[...guide.matchAll(/```yaml\n([\s\S]*?)```/g)].forEach((m, i) => {
-  sources.push({ name: `README.md yaml block ${i + 1}`, text: m[1] ?? "" });
-});
+const guides = [
+  "README.md",
+  ...readdirSync(join(root, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .sort()
+    .map((f) => `docs/${f}`),
+];
+for (const guide of guides) {
+  const text = readFileSync(join(root, guide), "utf8");
+  [...text.matchAll(/```yaml\n([\s\S]*?)```/g)].forEach((m, i) => {
+    sources.push({ name: `${guide} yaml block ${i + 1}`, text: m[1] ?? "" });
+  });
+}
+
+// The README is a front door: Kubernetes manifests live in deploy/k8s/, never copied into it.
+const readmeYaml = sources.filter((s) => s.name.startsWith("README.md yaml block"));
+check(
+  readmeYaml.every((s) => !/^\s*(apiVersion|kind):/m.test(s.text)),
+  "README.md holds no Kubernetes YAML (deploy/k8s/ is the source)",
+  readmeYaml.map((s) => s.name).join(", "),
+);
 
 /** @type {Map<string, any[]>} */
 const parsed = new Map();
@@ -136,6 +153,25 @@ if (existsSync(schemaPath)) {
       (c) => !c.name.startsWith("deploy/compose") || String(c.value.baseUrl).startsWith("http://simulator:"),
     ),
     "compose connectors point at the simulator service",
+  );
+
+  // The connector shown in README's tour is the demo's own file, and the reference's first
+  // example is a valid definition: documentation that drifts from the schema fails here.
+  const jsonBlocks = (rel) =>
+    [...readFileSync(join(root, rel), "utf8").matchAll(/```json\n([\s\S]*?)```/g)].map((m) => m[1] ?? "");
+  const tour = jsonBlocks("README.md").find((b) => b.includes('"baseUrl"'));
+  const demo = JSON.parse(readFileSync(join(root, "config/suppliers/etm.json"), "utf8"));
+  check(
+    tour !== undefined && JSON.stringify(JSON.parse(tour)) === JSON.stringify(demo),
+    "README.md's connector example is config/suppliers/etm.json",
+  );
+  const first = jsonBlocks("docs/connectors.md")[0];
+  const parsedFirst =
+    first === undefined ? undefined : connectorDefinitionSchema.safeParse(JSON.parse(first));
+  check(
+    parsedFirst?.success === true,
+    "docs/connectors.md's first example is a valid connector definition",
+    parsedFirst && !parsedFirst.success ? JSON.stringify(parsedFirst.error.issues) : "",
   );
 } else {
   check(false, "connector definitions checked against the schema", "dist/ missing: run npm run build");
