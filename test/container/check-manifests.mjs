@@ -173,6 +173,18 @@ if (existsSync(schemaPath)) {
     "docs/connectors.md's first example is a valid connector definition",
     parsedFirst && !parsedFirst.success ? JSON.stringify(parsedFirst.error.issues) : "",
   );
+  // It says the values it shows for these keys are the defaults: the schema must agree.
+  const shown = first === undefined ? {} : JSON.parse(first);
+  const defaults = connectorDefinitionSchema.safeParse({ baseUrl: shown.baseUrl, fields: shown.fields });
+  const keys = ["rateLimit", "timeouts", "retry", "maxResponseBytes", "maxRejectRatio"];
+  const differing = keys.filter(
+    (k) => !defaults.success || JSON.stringify(defaults.data[k]) !== JSON.stringify(shown[k]),
+  );
+  check(
+    differing.length === 0,
+    "docs/connectors.md's first example shows the schema's defaults",
+    differing.join(", "),
+  );
 } else {
   check(false, "connector definitions checked against the schema", "dist/ missing: run npm run build");
 }
