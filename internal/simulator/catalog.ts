@@ -149,6 +149,11 @@ export class Catalog {
     this.live += k;
   }
 
+  /** True once offer `index` has had a price change (`changePrices` or `setPrices`). */
+  priceChanged(index: number): boolean {
+    return this.versions.has(index) || this.priceTexts.has(index);
+  }
+
   /** Offer index at live `position` (0 ≤ position < liveCount). */
   indexAt(position: number): number {
     let p = position;
