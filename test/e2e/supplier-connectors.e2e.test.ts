@@ -231,9 +231,16 @@ t.test("systeme.json: accessCode, getdata pages, getprice and getstock in lists 
     stats.urls.every((u) => u.includes(`accessCode=${CREDENTIALS.systeme.accessCode}`)),
     "every request carries accessCode",
   );
+  const lists = stats.urls
+    .filter((u) => /\/get(price|stock)\?/.test(u))
+    .map((u) => (/commercialRef=([^&]*)/.exec(u)?.[1] ?? "").split(","));
   t.ok(
-    stats.urls.filter((u) => u.includes("/getprice")).every((u) => /commercialRef=[^&]*/.test(u)),
-    "references as a comma list",
+    lists.length > 0 && lists.every((l) => l.length >= 1 && l.length <= 45),
+    "at most 45 references a call",
+  );
+  t.ok(
+    lists.some((l) => l.length === 45 && l.every((r) => /^SYSTEME-\d{7}$/.test(r))),
+    "references as a literal comma list",
   );
 
   // A wrong key: the run fails AUTH-side with a clear error that does not repeat the key.
