@@ -13,7 +13,8 @@
  * write, so the peers' figures, and our multiple of them, are conservative.
  * Cases: ceiling, peers, store, pipeline, memory, rate-limit, scheduler, and, only when
  * named in `--only`, `prices` (ordinary against long-number pages) and `fields` (CPU
- * of dot paths, JMESPath and attributes per 1,000 records); with `--baseline DIR`, a
+ * of dot paths, JMESPath and attributes per 1,000 records) and `etm` (the shipped
+ * etm.json at 1 request/s: budget used, ceil(n/50) + n requests); with `--baseline DIR`, a
  * built checkout of an earlier commit, both also compare this build against that one.
  */
 import { readFileSync } from "node:fs";
@@ -21,6 +22,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { measureCeiling } from "./cases/ceiling.js";
 import type { CaseContext } from "./cases/context.js";
+import { measureEtmWalk } from "./cases/etm-walk.js";
 import { measureFields } from "./cases/fields.js";
 import { measurePeers } from "./cases/peers.js";
 import { runPipelineCases } from "./cases/pipeline.js";
@@ -33,7 +35,7 @@ import { checkTargets, formatTable, machineInfo, type Target, writeResults } fro
 import { CI_CEILING_REPETITIONS, CI_SKUS, CI_TARGETS, fullTargets } from "./targets.js";
 
 const DEFAULT_CASES = ["ceiling", "peers", "store", "pipeline", "memory", "rate-limit", "scheduler"] as const;
-const ALL_CASES = [...DEFAULT_CASES, "prices", "fields"] as const;
+const ALL_CASES = [...DEFAULT_CASES, "prices", "fields", "etm"] as const;
 type CaseName = (typeof ALL_CASES)[number];
 
 interface Options {
@@ -138,6 +140,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     if (has("peers")) results.push(...(await measurePeers(side)));
     if (has("fields")) results.push(...(await measureFields(ctx, options.baseline)));
     if (has("prices")) results.push(...(await measurePrices(ctx, options.baseline)));
+    if (has("etm")) results.push(...(await measureEtmWalk(ctx)));
   } finally {
     await pool.end().catch(() => {});
     await database.stop();

@@ -24,6 +24,20 @@ export function fullTargets(skus: number): Target[] {
 }
 
 const FULL_FIXED_TARGETS: Target[] = [
+  {
+    id: "etm_walk.budget_used",
+    figure: "median",
+    op: ">=",
+    value: 0.95,
+    text: "ETM walk at 1 request/s uses ≥ 95 % of the budget",
+  },
+  {
+    id: "etm_walk.budget_used",
+    figure: "over_budget",
+    op: "<=",
+    value: 0,
+    text: "ETM walk: no request over the 1/s budget",
+  },
   { id: "pipeline.first", figure: "ratio", op: ">=", value: 0.5, text: "first load ≥ 0.50× ceiling" },
   {
     id: "pipeline.unchanged",

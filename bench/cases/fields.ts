@@ -4,7 +4,8 @@
  * - dot-path fields, this build against `--baseline DIR`'s build (when given): the
  *   connectors of before keep their cost;
  * - the same record shape read through JMESPath (`sum(InfoStores[].Remain)` on
- *   ETM-shaped remains with 4 stores) and with four attributes, against dot paths.
+ *   ETM-shaped remains with 4 stores; `sum(values(residues))` on IEK-shaped residues
+ *   of 3 stores) and with four attributes, against dot paths.
  */
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -42,12 +43,17 @@ export async function measureFields(
   const records: unknown[] = catalog.slice(0, n).map((r, i) => ({
     ...r,
     InfoStores: [0, 1, 2, 3].map((s) => ({ StoreCode: String(s), StoreType: "rc", Remain: (i + s) % 50 })),
+    residues: { "1": i % 7, "2": i % 11, "3": i % 13 },
     brand: "ETM",
     unit: "pcs",
     vat: 20,
   }));
   const jmespath = compileFields(
     { ...DOT_PATHS, stock: { jmespath: "sum(InfoStores[].Remain)" } },
+    undefined,
+  );
+  const jmespathValues = compileFields(
+    { ...DOT_PATHS, stock: { jmespath: "sum(values(residues))" } },
     undefined,
   );
   const attributes = compileFields(DOT_PATHS, {
@@ -64,6 +70,7 @@ export async function measureFields(
   const variants: [string, (records: unknown[]) => { offers: unknown[] }][] = [
     ["dot", (r) => current.normalizeRecords(r, DOT_PATHS)],
     ["jmespath", (r) => current.normalizeRecords(r, jmespath)],
+    ["jmespath_values", (r) => current.normalizeRecords(r, jmespathValues)],
     ["attributes", (r) => current.normalizeRecords(r, attributes)],
   ];
   if (before) variants.push(["dot_before", (r) => before.normalizeRecords(r, DOT_PATHS)]);
@@ -93,6 +100,7 @@ export async function measureFields(
   }
   for (const [name, label] of [
     ["jmespath", "stock by JMESPath sum(InfoStores[].Remain)"],
+    ["jmespath_values", "stock by JMESPath sum(values(residues)) (IEK)"],
     ["attributes", "dot paths + 4 attributes (one JMESPath)"],
   ] as const) {
     const m = measurement(

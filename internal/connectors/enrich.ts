@@ -11,8 +11,10 @@ import type { Transport } from "./transport.js";
  * Enrichment (DESIGN §3.8): once a step's records are read and their SKUs
  * mapped, every `enrich` entry is requested for the step's SKUs in batches,
  * its records matched by `key` (or, with batch 1, by the request), and its
- * fields handed to validation in place of the main record's. All of it happens
- * before the step is yielded, so before its transaction. A 404 or a SKU no
+ * fields handed to validation in place of the main record's. The requests of all
+ * entries and batches run at most `rateLimit.maxConcurrency` at a time (each still
+ * paced by the rate limiter). All of it happens before the step is yielded, so
+ * before its transaction. A 404 or a SKU no
  * record answers leaves the entry's fields unset (or fails the step
  * `CONTRACT` with `onMissing: "fail"`). No pagination.
  */
@@ -55,17 +57,24 @@ export function createEnricher(
   }));
   const separator = def.skus?.separator ?? ",";
 
+  const concurrency = def.rateLimit.maxConcurrency;
+
   return async (records, step) => {
     const skus = records.map((r) => skuOfRecord(r, mapping));
     const unique = [...new Set(skus.filter((s): s is string => s !== undefined))];
     const bySku = new Map<string, EnrichedValues>(unique.map((s) => [s, { fields: {}, attributes: {} }]));
-    let attempts = 0;
+    const jobs = entries.flatMap((entry) =>
+      inBatches(unique, entry.def.batch).map((batch) => ({ entry, batch })),
+    );
+    const { answers, attempts } = await fetchAll(jobs, concurrency, step.signal, (job, signal) =>
+      fetchEnrichment(transport, def, job.entry, job.batch, separator, { ...step, signal }),
+    );
+    let job = 0;
     for (const entry of entries) {
       const found = new Map<string, object>();
+      // Answers are read in batch order whatever order they arrived in: the first record of a SKU wins.
       for (const batch of inBatches(unique, entry.def.batch)) {
-        const answer = await fetchEnrichment(transport, def, entry, batch, separator, step);
-        attempts += answer.attempts;
-        for (const record of answer.records) {
+        for (const record of (answers[job++] as unknown[] | undefined) ?? []) {
           if (record === null || typeof record !== "object" || Array.isArray(record)) continue;
           const sku = entry.key === undefined ? batch[0] : skuOfValue(record, entry.key);
           if (sku !== undefined && !found.has(sku)) found.set(sku, record);
@@ -87,6 +96,49 @@ export function createEnricher(
     }
     return { values: skus.map((s) => (s === undefined ? undefined : bySku.get(s))), attempts };
   };
+}
+
+/**
+ * Runs `fetch` for every job, at most `concurrency` at once (the supplier's
+ * `rateLimit.maxConcurrency`; the rate limiter still paces each request). The first
+ * failure aborts the requests still in flight and is thrown, carrying the attempts of
+ * every request made; answers come back in job order.
+ */
+async function fetchAll<J>(
+  jobs: readonly J[],
+  concurrency: number,
+  outer: AbortSignal,
+  fetch: (job: J, signal: AbortSignal) => Promise<{ records: unknown[]; attempts: number }>,
+): Promise<{ answers: unknown[][]; attempts: number }> {
+  const answers: unknown[][] = new Array(jobs.length);
+  const stop = new AbortController();
+  const signal = AbortSignal.any([outer, stop.signal]);
+  let attempts = 0;
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  const worker = async () => {
+    while (failure === undefined && next < jobs.length) {
+      const index = next++;
+      try {
+        const answer = await fetch(jobs[index] as J, signal);
+        attempts += answer.attempts;
+        answers[index] = answer.records;
+      } catch (err) {
+        attempts += (isIngestionError(err) ? err.attempts : undefined) ?? 0;
+        if (failure === undefined) {
+          failure = { error: err };
+          stop.abort(new Error("another enrichment request failed"));
+        }
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, jobs.length) }, worker));
+  if (failure !== undefined) {
+    const err = failure.error;
+    if (isIngestionError(err)) err.attempts = attempts;
+    throw err;
+  }
+  return { answers, attempts };
 }
 
 async function fetchEnrichment(

@@ -130,6 +130,7 @@ export const supplierOptionsSchema = z.strictObject({
 
 const mutationSchema = z.strictObject({
   changePrices: z.number().int().min(0).optional(),
+  changeStock: z.number().int().min(0).optional(),
   remove: z.number().int().min(0).optional(),
   add: z.number().int().min(0).optional(),
   reset: z.boolean().optional(),

@@ -114,3 +114,30 @@ t.test("token bucket: burst, then refill at the rate", async (t) => {
   now += 60_000;
   t.same([bucket.tryTake(), bucket.tryTake(), bucket.tryTake(), bucket.tryTake()], [true, true, true, false]);
 });
+
+t.test("changeStock moves the stock of k offers from the end, prices untouched", async (t) => {
+  const c = new Catalog("iek", 10);
+  const before = c.slice(0, 10);
+  c.changeStock(3);
+  const after = c.slice(0, 10);
+  const changed = after.filter((r, i) => r.stock.total !== before[i]?.stock.total).map((r) => r.article);
+  t.same(changed, ["IEK-0000009", "IEK-0000008", "IEK-0000007"].sort());
+  t.same(
+    after.map((r) => r.price.value),
+    before.map((r) => r.price.value),
+    "prices unchanged",
+  );
+  t.ok(after.every((r) => Number.isInteger(r.stock.total) && r.stock.total >= 0 && r.stock.total < 1000));
+  c.mutate({ reset: true });
+  t.same(c.slice(0, 10), before, "reset restores the stock");
+});
+
+t.test("an offer's price counts as changed once changePrices or setPrices touched it", async (t) => {
+  const c = new Catalog("iek", 5);
+  t.notOk(c.priceChanged(0));
+  c.changePrices(1);
+  t.ok(c.priceChanged(0));
+  t.notOk(c.priceChanged(1));
+  c.setPrices({ "IEK-0000002": "1.00" });
+  t.ok(c.priceChanged(2));
+});

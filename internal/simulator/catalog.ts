@@ -67,6 +67,9 @@ export class Catalog {
   private readonly priceTexts = new Map<number, string>();
   /** Position (mod live count) where the next `changePrices` starts. */
   private priceCursor = 0;
+  /** Offer index → stock version, bumped by `changeStock`. */
+  private readonly stockVersions = new Map<number, number>();
+  private stockCursor = 0;
   private live = 0;
 
   constructor(
@@ -88,12 +91,15 @@ export class Catalog {
     this.versions.clear();
     this.priceTexts.clear();
     this.priceCursor = 0;
+    this.stockVersions.clear();
+    this.stockCursor = 0;
     this.live = this.size;
   }
 
   mutate(m: SimulatorMutation): void {
     if (m.reset) this.reset();
     if (m.changePrices) this.changePrices(m.changePrices);
+    if (m.changeStock) this.changeStock(m.changeStock);
     if (m.remove) this.remove(m.remove);
     if (m.add) this.add(m.add);
     if (m.setPrices) this.setPrices(m.setPrices);
@@ -126,6 +132,16 @@ export class Catalog {
     }
   }
 
+  /** Changes the stock of the next `k` live offers, in a rotating order starting at the catalog's end. */
+  changeStock(k: number): void {
+    if (this.live === 0) return;
+    for (let i = 0; i < k; i++) {
+      const index = this.indexAt(this.live - 1 - (this.stockCursor % this.live));
+      this.stockVersions.set(index, (this.stockVersions.get(index) ?? 0) + 1);
+      this.stockCursor = (this.stockCursor + 1) % this.live;
+    }
+  }
+
   remove(k: number): void {
     let left = Math.min(k, this.live);
     this.live -= left;
@@ -136,8 +152,13 @@ export class Catalog {
       left -= take;
       if (last[1] === last[0]) this.segments.pop();
     }
-    if (this.live > 0) this.priceCursor %= this.live;
-    else this.priceCursor = 0;
+    if (this.live > 0) {
+      this.priceCursor %= this.live;
+      this.stockCursor %= this.live;
+    } else {
+      this.priceCursor = 0;
+      this.stockCursor = 0;
+    }
   }
 
   add(k: number): void {
@@ -147,6 +168,11 @@ export class Catalog {
     else this.segments.push([this.nextIndex, this.nextIndex + k]);
     this.nextIndex += k;
     this.live += k;
+  }
+
+  /** True once offer `index` has had a price change (`changePrices` or `setPrices`). */
+  priceChanged(index: number): boolean {
+    return this.versions.has(index) || this.priceTexts.has(index);
   }
 
   /** Offer index at live `position` (0 ≤ position < liveCount). */
@@ -193,6 +219,14 @@ export class Catalog {
     return out;
   }
 
+  /** Stock of offer `index`: from its hash, moved by a non-zero step per `changeStock` version. */
+  private stockOf(index: number, base: number): number {
+    let stock = mix(base ^ 0x5bd1e995) % 1000;
+    const version = this.stockVersions.get(index) ?? 0;
+    for (let v = 1; v <= version; v++) stock = (stock + 1 + (hash3(this.seed, index, 1_000 + v) % 50)) % 1000;
+    return stock;
+  }
+
   /** The valid record of offer `index` at its current price version. */
   recordOf(index: number): SimulatorRecord {
     const version = this.versions.get(index) ?? 0;
@@ -207,7 +241,7 @@ export class Catalog {
       article: skuOf(this.supplier, index),
       title: `${this.label} offer ${index}`,
       price: { value, currency: "EUR" },
-      stock: { total: mix(base ^ 0x5bd1e995) % 1000 },
+      stock: { total: this.stockOf(index, base) },
     };
   }
 }

@@ -13,9 +13,13 @@ import type { SimProfile, SimulatorRecord } from "./types.js";
  *   of which no code is known answers 404; more than 50 codes 400.
  * - `iek`: `GET /api/ddp` → `[{groupId, kind, section, group, TM}]`; `GET /api/products?groupId=…`
  *   → a bare array `[{art, name, price, saleprice, extra, vat, vat_included, min_ship}]`, every
- *   seventh offer with the price "Цена по запросу"; `GET /api/residues/json/?sku=a,b` →
+ *   seventh offer with the price "Цена по запросу" until its price first changes (a mutation then
+ *   gives it a real price); `GET /api/residues/json/?sku=a,b` →
  *   `{shopItems: [{sku, residues: {<store>: qty}, zakaz}], stores}`.
- * - `systeme`: `GET /new-api/JSON/getprice?commercialRef=a,b` → `{data: [{commercialRef, price,
+ * - `systeme`: `GET /new-api/JSON/getdata?page=N&pageSize=M` → `{data: [{commercialRef, description,
+ *   brand, range}]}`, 1-based pages (pageSize default 100, at most 1,000), an empty `data` after
+ *   the last (the paging names are an assumption: none are published);
+ *   `GET /new-api/JSON/getprice?commercialRef=a,b` → `{data: [{commercialRef, price,
  *   currency}]}`; `GET /new-api/JSON/getstock?commercialRef=a,b` → `{data: [{commercialRef,
  *   stocks: [{warehouse, count}]}]}`; at most 45 references a call (else 400).
  *
@@ -136,7 +140,9 @@ export function serveProfile(
         ? records
             .filter((r) => indexOf(r) % IEK_GROUPS === Number(g[1]))
             .map((r) => {
-              const onRequest = indexOf(r) % IEK_PRICE_ON_REQUEST_EVERY === 0;
+              const index = indexOf(r);
+              const onRequest =
+                index % IEK_PRICE_ON_REQUEST_EVERY === 0 && !state.catalog.priceChanged(index);
               return {
                 art: r.article,
                 name: r.title,
@@ -166,6 +172,23 @@ export function serveProfile(
       return true;
     }
     return false;
+  }
+  if (profile !== "systeme") return false;
+  if (route === "/new-api/JSON/getdata") {
+    const page = Number(url.searchParams.get("page") ?? 1);
+    const size = Number(url.searchParams.get("pageSize") ?? 100);
+    if (!Number.isInteger(page) || page < 1 || !Number.isInteger(size) || size < 1 || size > 1000) {
+      sendJson(res, stats, 400, { error: "page must be 1 or more, pageSize 1 to 1000" });
+      return true;
+    }
+    const data = state.catalog.slice((page - 1) * size, page * size).map((r) => ({
+      commercialRef: r.article,
+      description: r.title,
+      brand: "Systeme Electric",
+      range: `Range ${indexOf(r) % 5}`,
+    }));
+    sendJson(res, stats, 200, { data });
+    return true;
   }
   if (route === "/new-api/JSON/getprice" || route === "/new-api/JSON/getstock") {
     const list = codes(url.searchParams.get("commercialRef"));

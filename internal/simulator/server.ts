@@ -73,6 +73,8 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
   ) {
     const stats = state.stats;
     stats.recordRequest(now());
+    // Numbered on arrival: requests overlapping a latency sleep keep their own number.
+    const requestNumber = stats.requests;
     stats.enter();
     const gone = new AbortController();
     res.once("close", () => {
@@ -102,7 +104,7 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
     if (serve) {
       SupplierStats.remember(stats.urls, `${url.pathname}${url.search}`);
       // Profile routes take the status and body-error faults; their "page" is the request's number.
-      const fault = state.faults.decide(stats.requests);
+      const fault = state.faults.decide(requestNumber);
       if (fault?.kind === "status")
         sendJson(res, stats, fault.code, { error: `simulated status ${fault.code}` });
       else if (fault?.kind === "bodyError")

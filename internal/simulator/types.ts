@@ -159,6 +159,8 @@ export interface SimulatorSupplierOptions {
 export interface SimulatorMutation {
   /** Change the price of the next `changePrices` live offers, in a rotating order. */
   changePrices?: number;
+  /** Change the stock of this many live offers, in a rotating order from the catalog's end. */
+  changeStock?: number;
   /** Remove this many offers from the end of the catalog. */
   remove?: number;
   /** Append this many new offers (new indices, never reused). */
