@@ -416,6 +416,11 @@ export const connectorDefinitionSchema = z
     /** Conditions checked on every JSON response of the walk, before its records are read (§3.9). */
     errors: z.array(errorRuleSchema).default([]),
     pagination: paginationSchema.default({ type: "none" }),
+    /**
+     * Conditional requests (§3.11): a walk that is one request sends back the last
+     * succeeded run's `ETag` / `Last-Modified`; a 304 ends the run with nothing fetched.
+     */
+    conditional: z.boolean().default(true),
     records: z.strictObject({ path: dotPath }).prefault({ path: "" }),
     fields: z
       .strictObject({

@@ -9,6 +9,8 @@ import { applyDelisting, discardSeenSet, discardSeenSets, isSeenSetComplete } fr
 
 export { databaseNow } from "./db-clock.js";
 export { commitPage, recordFailedStep } from "./offers.js";
+// Conditional requests (DESIGN §3.11) live in their own file; re-exported for the TickStore.
+export { closeRunNotModified, lastRunValidators, saveRunValidators } from "./validators.js";
 export type { Queryable } from "./queryable.js";
 
 /** The counters of a run, named after their columns (`ingestion_runs.pages`, `records_*`). */
