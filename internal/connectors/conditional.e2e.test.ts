@@ -165,6 +165,22 @@ t.test(
   },
 );
 
+t.test("the simulator's whole-catalog feed file is answered 304 when unchanged", async (t) => {
+  const name = "cond-feed";
+  sim.configure(name, { size: 25 });
+  const feed = {
+    baseUrl: sim.baseUrl(name),
+    request: { path: "/feed.json", query: { compress: "content-gzip" } },
+    records: { path: "data.items" },
+    fields: { sku: "sku", name: "name", price: "price", currency: "currency", stock: "stock" },
+  };
+  const first = await tick(t, name, feed);
+  t.match(await run(first.runId), { state: "succeeded", pages: 1, records_inserted: 25, etag: /^".+"$/ });
+  const second = await tick(t, name, feed);
+  t.match(await run(second.runId), { state: "succeeded", pages: 0, records_unchanged: 25, observations: 0 });
+  t.same(sim.stats(name).byStatus, { 200: 1, 304: 1 });
+});
+
 t.test('"conditional": false never sends the validators', async (t) => {
   const name = "cond-off";
   sim.configure(name, { size: 10, pagination: "none" });

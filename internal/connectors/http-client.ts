@@ -303,8 +303,12 @@ export class HttpClient {
   }
 }
 
-/** Adds `If-None-Match` / `If-Modified-Since` for the validators given; true when one was added. */
-function addConditionalHeaders(
+/**
+ * Adds `If-None-Match` / `If-Modified-Since` for the validators given; true when one was
+ * added (then, and only then, a 304 is an answer). Every request path of a one-request
+ * walk uses it, a streamed feed's included.
+ */
+export function addConditionalHeaders(
   headers: Record<string, string>,
   validators: ResponseValidators | undefined,
 ): boolean {
