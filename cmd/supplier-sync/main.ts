@@ -48,7 +48,7 @@ async function run(command: Command): Promise<number> {
   const dbOnly = command.kind === "runs" || command.kind === "migrate";
   const config = loadConfig(process.env, process.cwd(), { suppliers: dbOnly ? "ignored" : "required" });
   if (command.kind === "check-config") {
-    const statuses = loadConnectors(
+    const statuses = await loadConnectors(
       config,
       config.suppliers.map((s) => s.name),
     );
@@ -98,7 +98,7 @@ async function run(command: Command): Promise<number> {
 /** `preview`: no database, no lease; logs go to stderr so stdout is the report alone. */
 async function runPreview(command: Extract<Command, { kind: "preview" }>): Promise<number> {
   const config = loadConfig(process.env, process.cwd(), { suppliers: "optional" });
-  const status = loadConnector(config, command.name);
+  const status = await loadConnector(config, command.name);
   if (status.status === "missing") {
     throw new ConfigError(`no connector definition for "${command.name}" at ${status.path}`);
   }
@@ -107,6 +107,7 @@ async function runPreview(command: Extract<Command, { kind: "preview" }>): Promi
   const { report, ok } = await previewConnector({
     supplier: command.name,
     definition: status.definition,
+    module: status.module,
     connectorsDir: config.connectorsDir,
     readSecretEnv: config.readSecretEnv,
     steps: command.steps,

@@ -80,8 +80,8 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
   const stopSoft = new AbortController();
   const stopHard = new AbortController();
 
-  function buildConnectors(): void {
-    const statuses = loadConnectors(
+  async function buildConnectors(): Promise<void> {
+    const statuses = await loadConnectors(
       config,
       enabled.map((s) => s.name),
     );
@@ -107,6 +107,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
           metrics,
           clock,
           ...(pool ? { database: pool } : {}),
+          module: status.module,
         });
         connectors.set(s.name, {
           kind: "ok",
@@ -191,7 +192,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
       if (state !== "NEW") return;
       state = "STARTING";
       const db = await open();
-      buildConnectors();
+      await buildConnectors();
       // Fire times and freshness ages follow the database's clock (DESIGN §4).
       const schedulerClock = new DatabaseClock({
         host: clock,
@@ -235,7 +236,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
     },
     async tickOnce({ suppliers, force }) {
       await open();
-      buildConnectors();
+      await buildConnectors();
       const results: TickResult[] = [];
       const queue = [...suppliers];
       const workers = Array.from({ length: Math.min(config.maxConcurrentTicks, queue.length) }, async () => {

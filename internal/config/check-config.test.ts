@@ -6,7 +6,7 @@ import { loadConfig } from "./env.js";
 const definition = (auth: unknown) =>
   JSON.stringify({ baseUrl: "https://api.example", auth, fields: { sku: "id", price: "p" } });
 
-function setup(t: { testdir(fixture: unknown): string }, suppliers: string, databaseUrl?: string) {
+async function setup(t: { testdir(fixture: unknown): string }, suppliers: string, databaseUrl?: string) {
   const dir = t.testdir({
     "etm.json": definition({ type: "bearer", tokenEnv: "ETM_TOKEN" }),
     "iek.json": definition({ type: "basic", usernameEnv: "IEK_USER", passwordFile: "iek.pw" }),
@@ -27,7 +27,7 @@ function setup(t: { testdir(fixture: unknown): string }, suppliers: string, data
   return {
     dir,
     config,
-    statuses: loadConnectors(
+    statuses: await loadConnectors(
       config,
       config.suppliers.map((s) => s.name),
     ),
@@ -35,7 +35,11 @@ function setup(t: { testdir(fixture: unknown): string }, suppliers: string, data
 }
 
 t.test("a healthy schedule is ok and lists every supplier and setting", async (t) => {
-  const { config, statuses } = setup(t, "etm:6h,iek:1h30m:false", "postgres://app:db-pass-secret@db:5432/x");
+  const { config, statuses } = await setup(
+    t,
+    "etm:6h,iek:1h30m:false",
+    "postgres://app:db-pass-secret@db:5432/x",
+  );
   const { text, ok } = formatCheckConfig(config, statuses);
   t.equal(ok, true);
   t.match(text, /etm +every 6h +enabled +connector found/);
@@ -53,7 +57,7 @@ t.test("a healthy schedule is ok and lists every supplier and setting", async (t
 });
 
 t.test("an enabled supplier with a missing or invalid connector fails the check", async (t) => {
-  const { dir, config, statuses } = setup(t, "etm:6h,bad:1h,gone:1d");
+  const { dir, config, statuses } = await setup(t, "etm:6h,bad:1h,gone:1d");
   const { text, ok } = formatCheckConfig(config, statuses);
   t.equal(ok, false);
   t.match(text, /database +embedded/);
@@ -66,14 +70,14 @@ t.test("an enabled supplier with a missing or invalid connector fails the check"
 });
 
 t.test("a broken connector of a disabled supplier is shown but does not fail the check", async (t) => {
-  const { config, statuses } = setup(t, "etm:6h,gone:1d:false");
+  const { config, statuses } = await setup(t, "etm:6h,gone:1d:false");
   const { text, ok } = formatCheckConfig(config, statuses);
   t.equal(ok, true);
   t.match(text, /gone +every 1d +disabled +connector missing/);
 });
 
 t.test("a supplier without a status is reported, not assumed fine", async (t) => {
-  const { config } = setup(t, "etm:6h");
+  const { config } = await setup(t, "etm:6h");
   const { text, ok } = formatCheckConfig(config, new Map());
   t.equal(ok, false);
   t.match(text, /connector not checked/);

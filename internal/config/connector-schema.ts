@@ -1,5 +1,6 @@
 import { compile as compileJmesPath } from "@jmespath-community/jmespath";
 import { z } from "zod";
+import { MODULE_FILE } from "./connector-module.js";
 import { KNOWN_PLACEHOLDERS, placeholdersIn, stringsIn } from "./placeholders.js";
 
 /**
@@ -366,10 +367,15 @@ const enrichSchema = z
 
 export const connectorDefinitionSchema = z
   .strictObject({
-    /** Hand-written connector from the code registry; the declarative connector when absent. */
+    /**
+     * Hand-written connector (§3.13): a name from the code registry, or `./<file>.mjs`,
+     * an ES module of the connectors folder; the declarative connector when absent.
+     */
     module: z
       .string()
-      .regex(/^[a-z][a-z0-9_-]*$/)
+      .refine((m) => /^[a-z][a-z0-9_-]*$/.test(m) || MODULE_FILE.test(m), {
+        message: 'must be a registered module name or "./<file>.mjs" (a file of the connectors folder)',
+      })
       .optional(),
     /** Settings for a hand-written connector, validated by that module. */
     settings: z.record(z.string(), z.unknown()).optional(),
@@ -416,6 +422,11 @@ export const connectorDefinitionSchema = z
     /** Conditions checked on every JSON response of the walk, before its records are read (§3.9). */
     errors: z.array(errorRuleSchema).default([]),
     pagination: paginationSchema.default({ type: "none" }),
+    /**
+     * Conditional requests (§3.11): a walk that is one request sends back the last
+     * succeeded run's `ETag` / `Last-Modified`; a 304 ends the run with nothing fetched.
+     */
+    conditional: z.boolean().default(true),
     records: z.strictObject({ path: dotPath }).prefault({ path: "" }),
     fields: z
       .strictObject({

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { z } from "zod";
 import { errorMessage } from "../platform/errors.js";
 import { safeText } from "../platform/redact.js";
+import { isModuleFile, loadModuleFile } from "./connector-module.js";
 import { connectorDefinitionSchema } from "./connector-schema.js";
 import { checkAuthSecrets } from "./secrets.js";
 import { SUPPLIER_NAME } from "./suppliers.js";
@@ -56,9 +57,11 @@ function invalid(path: string, reason: string): ConnectorStatus {
 
 /**
  * Loads and validates the connector of one supplier, including a check that the
- * secrets it names can be resolved right now.
+ * secrets it names can be resolved right now, and imports its `"module":
+ * "./<file>.mjs"` if it names one (DESIGN §3.13: only from inside the connectors
+ * folder; a failing import or a missing default export makes the connector invalid).
  */
-export function loadConnector(config: Config, name: string): ConnectorStatus {
+export async function loadConnector(config: Config, name: string): Promise<ConnectorStatus> {
   // The name becomes a file name: never let anything but a valid supplier name reach the file system.
   if (!SUPPLIER_NAME.test(name)) {
     return invalid(config.connectorsDir, `supplier name ${JSON.stringify(name)} is not valid`);
@@ -88,12 +91,28 @@ export function loadConnector(config: Config, name: string): ConnectorStatus {
   } catch (err) {
     return invalid(path, errorMessage(err));
   }
+  const module = parsed.data.module;
+  if (module !== undefined && isModuleFile(module)) {
+    try {
+      return {
+        status: "ok",
+        definition: parsed.data,
+        path,
+        module: await loadModuleFile(config.connectorsDir, module),
+      };
+    } catch (err) {
+      return invalid(path, errorMessage(err));
+    }
+  }
   return { status: "ok", definition: parsed.data, path };
 }
 
 /** {@link loadConnector} for each supplier name, in order. */
-export function loadConnectors(config: Config, supplierNames: string[]): Map<string, ConnectorStatus> {
+export async function loadConnectors(
+  config: Config,
+  supplierNames: string[],
+): Promise<Map<string, ConnectorStatus>> {
   const statuses = new Map<string, ConnectorStatus>();
-  for (const name of supplierNames) statuses.set(name, loadConnector(config, name));
+  for (const name of supplierNames) statuses.set(name, await loadConnector(config, name));
   return statuses;
 }

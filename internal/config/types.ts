@@ -1,3 +1,4 @@
+import type { ConnectorModule } from "../connectors/registry.js";
 import type { ConnectorDefinition } from "./connector-schema.js";
 
 /** One entry of `SUPPLIER_SYNC_SUPPLIERS`. */
@@ -45,6 +46,12 @@ export interface Config {
 
 /** What `loadConnectors` found for one supplier. A bad connector is an error for that supplier only. */
 export type ConnectorStatus =
-  | { status: "ok"; definition: ConnectorDefinition; path: string }
+  | {
+      status: "ok";
+      definition: ConnectorDefinition;
+      path: string;
+      /** The default export of a `"module": "./<file>.mjs"` (DESIGN §3.13), imported by `loadConnector`. */
+      module?: ConnectorModule;
+    }
   | { status: "missing"; path: string }
   | { status: "invalid"; path: string; reason: string };

@@ -1,6 +1,7 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
 import type { Connector, Page, WalkContext } from "../ingestion/ports.js";
 import { ConfigError, IngestionError, isIngestionError } from "../platform/errors.js";
+import { conditionalOf } from "./conditional.js";
 import { createEnricher } from "./enrich.js";
 import { type CompiledFields, compileFields } from "./field-spec.js";
 import { decodeJsonPage } from "./json-body.js";
@@ -49,6 +50,8 @@ interface Fetched {
   page: Page;
   /** The next page of this unit, null at its end, or why the unit cannot go on (after this page is stored). */
   next: URL | null | IngestionError;
+  /** The walk's one request was answered 304 (§3.11): `page` is not yielded and the walk ends. */
+  notModified?: boolean;
 }
 
 function nextOrError(compute: () => URL | null): URL | null | IngestionError {
@@ -90,39 +93,54 @@ export function createDeclarativeConnector(
     let records: unknown[];
     let next: URL | null | IngestionError;
     let attempts: number;
+    // §3.11: a one-request walk sends the last succeeded run's validators back (only `conditionalOf`
+    // decides whether this walk is one); the answer's validators and a 304 are reported on the context.
+    const conditional = conditionalOf(def, ctx);
     try {
-      ({
-        value: { records, next },
-        attempts,
-      } = await transport.fetchPage({
-        url: target.url,
-        seq,
-        ctx,
-        signal,
-        headers,
-        method: def.request.method,
-        ...(body ? { body } : {}),
-        decode: (res) => {
-          const { body, records } = decodeJsonPage(res.body, res.contentType, limits);
-          // A bad next pointer (foreign origin, no progress) does not spoil this page's records: the walk
-          // yields them and fails on the step after.
-          const next = nextOrError(() =>
-            nextPageUrl(
-              def,
-              transport.http.origins,
-              {
-                url: res.url,
-                headers: res.headers,
-                body,
-                recordCount: records.length,
-                lastRecord: records[records.length - 1],
-              },
-              unit.values,
-            ),
-          );
-          return { records, next };
+      const fetched = await transport.fetchConditional(
+        {
+          url: target.url,
+          seq,
+          ctx,
+          signal,
+          headers,
+          method: def.request.method,
+          ...(body ? { body } : {}),
+          decode: (res) => {
+            const { body, records } = decodeJsonPage(res.body, res.contentType, limits);
+            // A bad next pointer (foreign origin, no progress) does not spoil this page's records: the walk
+            // yields them and fails on the step after.
+            const next = nextOrError(() =>
+              nextPageUrl(
+                def,
+                transport.http.origins,
+                {
+                  url: res.url,
+                  headers: res.headers,
+                  body,
+                  recordCount: records.length,
+                  lastRecord: records[records.length - 1],
+                },
+                unit.values,
+              ),
+            );
+            return { records, next };
+          },
         },
-      }));
+        conditional?.previous ?? null,
+      );
+      attempts = fetched.attempts;
+      if (conditional) conditional.received = fetched.validators;
+      if (fetched.notModified) {
+        // Only reachable when validators were sent: the transport refuses any other 304.
+        if (conditional) conditional.notModified = true;
+        return {
+          page: { seq, offers: [], rejects: [], httpAttempts: attempts },
+          next: null,
+          notModified: true,
+        };
+      }
+      ({ records, next } = fetched.value);
     } catch (err) {
       // A 404 for a SKU batch means none of its SKUs exist (§3.6): a step without offers.
       if (!(unit.batch && isIngestionError(err) && err.code === "HTTP_404")) throw err;
@@ -205,6 +223,8 @@ export function createDeclarativeConnector(
       let pending: Promise<Fetched> | null = fetchNext(target, seq);
       while (pending && target) {
         const fetched: Fetched = await pending;
+        // 304 (§3.11): the catalog is as the last succeeded run left it; the walk ends with no step.
+        if (fetched.notModified) return;
         seq++;
         const next = fetched.next;
         const following = next instanceof IngestionError ? null : after(target.unit, next);

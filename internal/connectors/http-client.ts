@@ -3,6 +3,7 @@ import { Duplex, PassThrough, pipeline, type Readable, type Transform, Writable 
 import { createBrotliDecompress, createGunzip, createInflate, createInflateRaw } from "node:zlib";
 import { Pool } from "undici";
 import type { ConnectorDefinition } from "../config/connector-schema.js";
+import type { ResponseValidators } from "../ingestion/ports.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage, IngestionError, isIngestionError } from "../platform/errors.js";
 import type { Metrics } from "../platform/metrics.js";
@@ -73,6 +74,12 @@ export interface SendOptions {
   passStatuses?: ReadonlySet<number>;
   /** Defaults to `application/json`. */
   accept?: string;
+  /**
+   * Validators of an earlier response (DESIGN §3.11), sent back as `If-None-Match` /
+   * `If-Modified-Since` on every hop (they are no credentials). Only a request that sent
+   * one of them takes a `304 Not Modified` as a response; anywhere else 304 is an error.
+   */
+  conditional?: ResponseValidators | undefined;
   signal: AbortSignal;
   /** Called once per HTTP request actually sent (redirect hops included), before it is sent. */
   onRequest?: () => void;
@@ -211,6 +218,7 @@ export class HttpClient {
         ...(primary ? options.headers : {}),
       };
       if (options.body !== undefined) headers["content-type"] = options.body.contentType;
+      const sentConditional = addConditionalHeaders(headers, options.conditional);
       const res = await this.pool(url.origin)
         .request({
           method,
@@ -229,7 +237,8 @@ export class HttpClient {
         await drain(res.body);
         return { location, status: res.statusCode };
       }
-      const passed = options.passStatuses?.has(res.statusCode) ?? false;
+      const passed =
+        (options.passStatuses?.has(res.statusCode) ?? false) || (sentConditional && res.statusCode === 304);
       if (!passed && (res.statusCode < 200 || res.statusCode > 299)) {
         await drain(res.body);
         throw classifyStatus(
@@ -292,6 +301,28 @@ export class HttpClient {
     }
     return classifyNetworkError(err);
   }
+}
+
+/**
+ * Adds `If-None-Match` / `If-Modified-Since` for the validators given; true when one was
+ * added (then, and only then, a 304 is an answer). Every request path of a one-request
+ * walk uses it, a streamed feed's included.
+ */
+export function addConditionalHeaders(
+  headers: Record<string, string>,
+  validators: ResponseValidators | undefined,
+): boolean {
+  if (validators?.etag) headers["if-none-match"] = validators.etag;
+  if (validators?.lastModified) headers["if-modified-since"] = validators.lastModified;
+  return Boolean(validators?.etag || validators?.lastModified);
+}
+
+/** The `ETag` and `Last-Modified` of a response, verbatim (DESIGN §3.11). */
+export function validatorsOf(response: Pick<HttpResponse, "headers">): ResponseValidators {
+  return {
+    etag: headerText(response.headers.etag) ?? null,
+    lastModified: headerText(response.headers["last-modified"]) ?? null,
+  };
 }
 
 function headerText(value: string | string[] | undefined): string | undefined {

@@ -1,11 +1,13 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
 import type { Connector } from "../ingestion/ports.js";
 import { type Clock, systemClock } from "../platform/clock.js";
+import { ConfigError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { Metrics } from "../platform/metrics.js";
 import { createDeclarativeConnector } from "./declarative.js";
 import type { RequestEvent } from "./http-client.js";
-import { findConnectorModule } from "./registry.js";
+import { connectorModuleLib } from "./module-lib.js";
+import { type ConnectorModule, findConnectorModule } from "./registry.js";
 import type { SkuDatabase } from "./sku-list.js";
 import { Transport } from "./transport.js";
 
@@ -31,7 +33,12 @@ export interface CreateConnectorOptions {
   /** Told of every HTTP request sent, secrets redacted (`preview`). */
   observer?: (event: RequestEvent) => void;
   /** Where `skus.from: "sql"` lists are read (a `pg.Pool` will do); absent in `preview`. */
-  database?: SkuDatabase;
+  database?: SkuDatabase | undefined;
+  /**
+   * The default export of the definition's `"module": "./<file>.mjs"`, imported by
+   * `loadConnector` (config/connector-module.ts); required for such a definition.
+   */
+  module?: ConnectorModule | undefined;
 }
 
 /**
@@ -54,14 +61,34 @@ export function createConnector(options: CreateConnectorOptions): Connector {
   });
   const moduleName = options.definition.module;
   if (moduleName !== undefined) {
-    return findConnectorModule(moduleName)(transport, options.definition.settings ?? {});
+    // DESIGN §3.13: a module file gets the same transport and settings as a registered module.
+    const factory = moduleName.startsWith("./") ? options.module : findConnectorModule(moduleName);
+    if (factory === undefined) {
+      throw new ConfigError(
+        `module: ${JSON.stringify(moduleName)} was not loaded (loadConnector imports it)`,
+      );
+    }
+    const lib = connectorModuleLib(options.definition);
+    return checkedConnector(moduleName, factory(transport, options.definition.settings ?? {}, lib));
   }
   return createDeclarativeConnector(transport, { database: options.database });
+}
+
+/** A module's connector, checked to have the `Connector` contract's methods. */
+function checkedConnector(moduleName: string, connector: unknown): Connector {
+  const c = connector as Partial<Connector> | null | undefined;
+  if (typeof c?.walk !== "function" || typeof c.close !== "function") {
+    throw new ConfigError(
+      `module: ${JSON.stringify(moduleName)} returned no connector (an object with walk(ctx) and close())`,
+    );
+  }
+  return c as Connector;
 }
 
 export { createDeclarativeConnector } from "./declarative.js";
 export { readDotPath } from "./dot-path.js";
 export type { RequestEvent } from "./http-client.js";
+export type { ConnectorModuleLib } from "./module-lib.js";
 export { normalizeRecord, normalizeRecords } from "./normalize.js";
 export type { ConnectorModule } from "./registry.js";
 export { connectorModuleNames } from "./registry.js";

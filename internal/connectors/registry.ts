@@ -1,16 +1,23 @@
 import type { Connector } from "../ingestion/ports.js";
 import { ConfigError } from "../platform/errors.js";
 import { createJsonLinesConnector } from "./example-module.js";
+import type { ConnectorModuleLib } from "./module-lib.js";
 import type { Transport } from "./transport.js";
 
 /**
  * Hand-written connectors, selected by `"module": "<name>"` in a connector
  * file. A module receives the supplier's {@link Transport} (rate limiter,
  * retries, metrics, origin pinning, credentials) and its raw `settings`,
- * which it validates itself (throwing `ConfigError`). It implements the same
+ * which it validates itself (throwing `ConfigError`), and a {@link ConnectorModuleLib}
+ * of decoding and validation helpers. It implements the same
  * `Connector` contract as the declarative connector.
  */
-export type ConnectorModule = (transport: Transport, settings: Record<string, unknown>) => Connector;
+export type ConnectorModule = (
+  transport: Transport,
+  settings: Record<string, unknown>,
+  /** Decoding and validation helpers for modules that cannot import this package (module-lib.ts). */
+  lib: ConnectorModuleLib,
+) => Connector;
 
 const MODULES: ReadonlyMap<string, ConnectorModule> = new Map<string, ConnectorModule>([
   ["json-lines", createJsonLinesConnector],

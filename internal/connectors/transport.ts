@@ -1,5 +1,5 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
-import type { WalkContext } from "../ingestion/ports.js";
+import type { ResponseValidators, WalkContext } from "../ingestion/ports.js";
 import type { Clock } from "../platform/clock.js";
 import { IngestionError, isIngestionError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
@@ -18,6 +18,7 @@ import {
   type HttpResponse,
   type RequestEvent,
   type SendOptions,
+  validatorsOf,
 } from "./http-client.js";
 import { classifyStatus, parseRetryAfter, retryReason, runWithRetries } from "./retry-policy.js";
 
@@ -57,7 +58,19 @@ export interface PageFetch<T> {
   body?: { contentType: string; data: string };
   /** Decodes a 2xx response; runs inside each attempt, so a `CONTRACT` error there costs no retry. */
   decode: (response: HttpResponse) => T;
+  /**
+   * Validators to send back (DESIGN §3.11). When one is set, a `304 Not Modified`
+   * skips the response conditions and reaches `decode` (status 304, empty body).
+   * Prefer {@link Transport.fetchConditional}.
+   */
+  conditional?: ResponseValidators | null | undefined;
 }
+
+/** What a conditional fetch got: the decoded value, or the supplier's word that nothing changed. */
+export type ConditionalFetch<T> = { attempts: number; validators: ResponseValidators } & (
+  | { notModified: false; value: T }
+  | { notModified: true }
+);
 
 /** A response matched `auth.expiredWhen`: log in once more and repeat. Never retried as such. */
 class CredentialsExpired extends IngestionError {
@@ -176,6 +189,7 @@ export class Transport {
               ...(request.method ? { method: request.method } : {}),
               ...(request.body ? { body: request.body } : {}),
               ...(request.accept !== undefined ? { accept: request.accept } : {}),
+              ...(request.conditional ? { conditional: request.conditional } : {}),
               headers: mergeHeaders(request.headers, credentials.headers),
               secretQuery: credentials.query,
             },
@@ -213,6 +227,32 @@ export class Transport {
     } finally {
       deadline.abort();
     }
+  }
+
+  /**
+   * {@link fetchPage} of a walk's one request (DESIGN §3.11): `previous` validators
+   * (the last succeeded run's) are sent back, and a 304 resolves `notModified`
+   * without decoding. Either way the response's own validators are returned, so the
+   * caller can keep them for the next run. With `previous` null it is a plain fetch
+   * whose validators are reported.
+   */
+  async fetchConditional<T>(
+    request: PageFetch<T>,
+    previous: ResponseValidators | null,
+  ): Promise<ConditionalFetch<T>> {
+    type Decoded = { validators: ResponseValidators } & (
+      | { notModified: false; value: T }
+      | { notModified: true }
+    );
+    const { value, attempts } = await this.fetchPage<Decoded>({
+      ...request,
+      conditional: previous,
+      decode: (res): Decoded =>
+        res.status === 304
+          ? { notModified: true, validators: validatorsOf(res) }
+          : { notModified: false, value: request.decode(res), validators: validatorsOf(res) },
+    });
+    return { ...value, attempts };
   }
 
   /**
@@ -257,6 +297,8 @@ export class Transport {
         } finally {
           x.afterAttempt?.();
         }
+        // A 304 answers a conditional request (§3.11): no body for the conditions to judge.
+        if (response.status === 304 && x.send.conditional) return x.check(response);
         this.inspect(response, x.generation);
         return x.check(response);
       },

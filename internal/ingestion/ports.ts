@@ -53,6 +53,32 @@ export interface WalkContext {
    * off so that walking N steps sends no request of step N+1.
    */
   prefetch?: boolean;
+  /**
+   * Conditional request state of this walk (DESIGN §3.11), given by the tick. Only a
+   * walk that is one request uses it; any other leaves it untouched.
+   */
+  conditional?: ConditionalWalk;
+}
+
+/** The validators of one HTTP response, verbatim; null when it carried none. */
+export interface ResponseValidators {
+  etag: string | null;
+  lastModified: string | null;
+}
+
+/**
+ * How a one-request walk and the tick talk about conditional requests (DESIGN §3.11).
+ * The tick sets `previous` (the last `succeeded` run's validators); the connector
+ * sends them back as `If-None-Match` / `If-Modified-Since` and writes what the
+ * supplier answered. Invariant: when `notModified` is true the walk yielded no page
+ * and returned normally.
+ */
+export interface ConditionalWalk {
+  readonly previous: ResponseValidators | null;
+  /** Written by the connector: the validators of the response, 304 included. */
+  received?: ResponseValidators;
+  /** Written by the connector: the supplier answered `304 Not Modified`. */
+  notModified?: boolean;
 }
 
 /**

@@ -19,12 +19,14 @@ import { errorMessage, IngestionError, isIngestionError } from "../platform/erro
 import type { Logger } from "../platform/logger.js";
 import type { Metrics } from "../platform/metrics.js";
 import type {
+  ConditionalWalk,
   Connector,
   Lease,
   LeaseBusy,
   Page,
   PageCounts,
   Reject,
+  ResponseValidators,
   RunOwner,
   RunState,
   RunTrigger,
@@ -65,6 +67,16 @@ export interface TickStore {
     db: pg.ClientBase | pg.Pool,
     input: { runId: number; walkComplete: boolean; errorCode: string | null; errorMessage: string | null },
   ): Promise<{ state: RunState; counts: { recordsDelisted: number } } | null>;
+  // Conditional requests (DESIGN §3.11), implemented in internal/store/validators.ts.
+  /** Validators of the supplier's last `succeeded` run, or null. */
+  lastRunValidators(db: pg.ClientBase, supplier: string): Promise<ResponseValidators | null>;
+  /** Writes a running run's response validators (reused only if the run succeeds). */
+  saveRunValidators(db: pg.ClientBase, runId: number, validators: ResponseValidators): Promise<void>;
+  /** Closes a run answered 304: `succeeded`, no step, `records_unchanged` = the listed offers. */
+  closeRunNotModified(
+    db: pg.ClientBase,
+    input: { runId: number; validators: ResponseValidators },
+  ): Promise<{ state: RunState; counts: { recordsUnchanged: number } } | null>;
 }
 
 /** A supplier's connector, or why it has none. */
@@ -227,8 +239,11 @@ async function walkAndClose(
   let lastSeq = 0;
   /** The page being written, if a failure happens while writing it. */
   let writing: number | undefined;
+  // DESIGN §3.11: the last succeeded run's validators, for a one-request walk to send back.
+  let conditional: ConditionalWalk | undefined;
   try {
-    const pages = slot.connector.walk({ signal: walkSignal, log, runId: String(runId) });
+    conditional = { previous: await deps.store.lastRunValidators(lease.client, supplier) };
+    const pages = slot.connector.walk({ signal: walkSignal, log, runId: String(runId), conditional });
     let stoppedEarly = false;
     for await (const page of pages) {
       writing = page.seq;
@@ -315,6 +330,12 @@ async function walkAndClose(
   }
 
   try {
+    if (walkComplete && failure === null && conditional?.notModified === true && counts.pages === 0) {
+      return await closeNotModified(deps, lease, runId, conditional, counts, log);
+    }
+    if (walkComplete && failure === null && conditional?.received) {
+      await deps.store.saveRunValidators(lease.client, runId, conditional.received);
+    }
     const closed = await deps.store.closeRun(lease.client, {
       runId,
       walkComplete,
@@ -333,6 +354,31 @@ async function walkAndClose(
     log.error({ err: errorMessage(err) }, "could not close the run; the next tick's recovery will");
     return { outcome: "failed", runId, errorCode: "DATABASE", counts };
   }
+}
+
+/**
+ * DESIGN §3.11: the supplier answered 304, so the catalog is as the last succeeded run
+ * left it. Nothing was fetched or written; the run succeeds with its listed offers
+ * unchanged and nothing delisted.
+ */
+async function closeNotModified(
+  deps: TickDeps,
+  lease: Lease,
+  runId: number,
+  conditional: ConditionalWalk,
+  counts: PageCounts & { pages: number; delisted: number },
+  log: Logger,
+): Promise<Omit<TickResult, "durationMs" | "supplier">> {
+  const received = conditional.received ?? { etag: null, lastModified: null };
+  const validators: ResponseValidators = {
+    etag: received.etag ?? conditional.previous?.etag ?? null,
+    lastModified: received.lastModified ?? conditional.previous?.lastModified ?? null,
+  };
+  const closed = await deps.store.closeRunNotModified(lease.client, { runId, validators });
+  if (!closed) return { outcome: "failed", runId, errorCode: "INTERRUPTED", counts };
+  counts.unchanged = closed.counts.recordsUnchanged;
+  log.info({ etag: validators.etag, last_modified: validators.lastModified }, "catalog not modified (304)");
+  return { outcome: "success", runId, state: closed.state, errorCode: null, counts };
 }
 
 function reasonOf(err: unknown): { code: string; message: string } {

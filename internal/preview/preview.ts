@@ -9,7 +9,7 @@
  * and request URLs have their secret query parameters replaced before that.
  */
 import type { ConnectorDefinition } from "../config/connector-schema.js";
-import { createConnector, type RequestEvent } from "../connectors/index.js";
+import { type ConnectorModule, createConnector, type RequestEvent } from "../connectors/index.js";
 import type { Offer, Reject } from "../ingestion/ports.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage, isIngestionError } from "../platform/errors.js";
@@ -38,6 +38,8 @@ export interface PreviewReport {
 export interface PreviewOptions {
   supplier: string;
   definition: ConnectorDefinition;
+  /** The default export of a `"module": "./<file>.mjs"`, as `loadConnector` imported it. */
+  module?: ConnectorModule | undefined;
   connectorsDir: string;
   readSecretEnv: (name: string) => string | undefined;
   steps: number;
@@ -53,6 +55,7 @@ export async function previewConnector(
   const connector = createConnector({
     supplier: options.supplier,
     definition: options.definition,
+    module: options.module,
     connectorsDir: options.connectorsDir,
     readSecretEnv: options.readSecretEnv,
     log: options.log,

@@ -279,7 +279,7 @@ function compressed(
 }
 
 /** A strong ETag of what would be served: every live offer's SKU, price and stock, and the options. */
-function contentTag(state: SupplierState, query: string): string {
+export function contentTag(state: SupplierState, query: string): string {
   let h = hashString(query);
   const catalog = state.catalog;
   const live = catalog.liveCount;
@@ -294,7 +294,7 @@ function contentTag(state: SupplierState, query: string): string {
 /** ETag → when it was first served, per supplier and request (the simulator's Last-Modified). */
 const firstServed = new WeakMap<SupplierState, Map<string, { etag: string; at: number }>>();
 
-function validators(
+export function validators(
   state: SupplierState,
   key: string,
   etag: string,
@@ -313,7 +313,7 @@ function validators(
   return { etag, lastModified: seen.at };
 }
 
-function notModified(req: IncomingMessage, etag: string, lastModified: number): boolean {
+export function notModified(req: IncomingMessage, etag: string, lastModified: number): boolean {
   const inm = req.headers["if-none-match"];
   if (inm !== undefined) {
     return inm

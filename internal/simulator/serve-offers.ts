@@ -1,4 +1,5 @@
-import type { ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { contentTag, notModified, validators } from "./feeds.js";
 import { BadRequest, buildPage, isFirstPage, type PageRequest, parsePageRequest } from "./pages.js";
 import {
   HTML_BODY,
@@ -20,6 +21,8 @@ export interface ServeOffersContext {
   signal: AbortSignal;
   /** The request's Accept-Encoding, for `compression`. */
   acceptEncoding?: string;
+  /** The request itself, for its conditional headers (`pagination: "none"` only). */
+  req?: IncomingMessage;
 }
 
 /**
@@ -94,6 +97,21 @@ export async function serveOffers(ctx: ServeOffersContext): Promise<void> {
     sendBody(res, stats, 200, HTML_BODY, { "content-type": contentType });
     return;
   }
+  // A whole catalog in one response carries validators like a feed file does (DESIGN §3.11);
+  // matching If-None-Match / If-Modified-Since answer 304.
+  const conditional: Record<string, string> = {};
+  if (state.pagination === "none") {
+    const key = `v1/offers?${url.searchParams.toString()}`;
+    const v = validators(state, key, contentTag(state, key), arrivedAt);
+    conditional.etag = v.etag;
+    conditional["last-modified"] = new Date(v.lastModified).toUTCString();
+    if (ctx.req && notModified(ctx.req, v.etag, v.lastModified)) {
+      stats.recordStatus(304);
+      res.writeHead(304, conditional);
+      res.end();
+      return;
+    }
+  }
   const page = buildPage(state, req, state.faults.current);
   const body = state.envelope
     ? { status: { code: 200, message: "OK" }, ...(page.body as Record<string, unknown>) }
@@ -101,6 +119,7 @@ export async function serveOffers(ctx: ServeOffersContext): Promise<void> {
   sendCompressed(res, stats, 200, pageText(state, body), state.compression, ctx.acceptEncoding ?? "", {
     "content-type": contentType ?? "application/json",
     ...page.headers,
+    ...conditional,
   });
   if (isFirstPage(req)) stats.startWalk(arrivedAt);
   if (page.terminal) stats.completeWalk(now());

@@ -129,7 +129,15 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
         body: Buffer.concat(chunks).toString("utf8"),
       });
     }
-    await serveOffers({ state, url, res, now, signal, acceptEncoding: req.headers["accept-encoding"] ?? "" });
+    await serveOffers({
+      state,
+      url,
+      res,
+      now,
+      signal,
+      req,
+      acceptEncoding: req.headers["accept-encoding"] ?? "",
+    });
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -45,6 +45,13 @@ export const ingestionRuns = pgTable(
     recordsUnchanged: integer("records_unchanged").notNull().default(0),
     recordsRejected: integer("records_rejected").notNull().default(0),
     recordsDelisted: integer("records_delisted").notNull().default(0),
+    /**
+     * Validators of the run's one response (DESIGN §3.11), sent back as `If-None-Match` /
+     * `If-Modified-Since` by the next run; only a `succeeded` run's are ever reused.
+     * Kept verbatim as the supplier sent them (an HTTP-date is text, not a timestamp).
+     */
+    etag: text("etag"),
+    lastModified: text("last_modified"),
   },
   (t) => [
     check("ingestion_runs_state_check", sql`${t.state} in ('running', 'succeeded', 'partial', 'failed')`),

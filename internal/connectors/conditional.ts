@@ -1,0 +1,23 @@
+import type { ConnectorDefinition } from "../config/connector-schema.js";
+import type { ConditionalWalk, WalkContext } from "../ingestion/ports.js";
+
+/**
+ * DESIGN §3.11: only a walk that is one request can be answered "not modified" as a
+ * whole. Partitions, SKU lists, pagination and export jobs make several requests whose
+ * validators say nothing about the catalog, so they never send any.
+ */
+export function isOneRequestWalk(def: ConnectorDefinition): boolean {
+  // `export` (§3.12) is read loosely so that this holds whether or not the key is declared yet.
+  const exportJob = (def as { export?: unknown }).export;
+  return (
+    def.pagination.type === "none" &&
+    def.partitions === undefined &&
+    def.skus === undefined &&
+    exportJob === undefined
+  );
+}
+
+/** The walk's conditional state when this definition may use it (`conditional` on, one request), else undefined. */
+export function conditionalOf(def: ConnectorDefinition, ctx: WalkContext): ConditionalWalk | undefined {
+  return def.conditional && isOneRequestWalk(def) ? ctx.conditional : undefined;
+}
