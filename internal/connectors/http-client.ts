@@ -47,6 +47,23 @@ export interface RequestEvent {
   error?: string;
 }
 
+/** `maxResponseBytes` of a body read whole when the definition sets none (DESIGN §3.1). */
+export const DEFAULT_MAX_RESPONSE_BYTES = 52_428_800;
+
+/**
+ * A 2xx response whose body is handed over unread (a feed, DESIGN §3.10): still
+ * compressed as sent (`contentEncoding` says how), never buffered. Whoever
+ * gets it must consume or destroy `body`; the connection is busy until then.
+ */
+export interface StreamedResponse {
+  url: URL;
+  status: number;
+  headers: IncomingHttpHeaders;
+  contentType: string | undefined;
+  contentEncoding: string | undefined;
+  body: Readable;
+}
+
 /** Marker of a value replaced in URLs shown to people. */
 export const REDACTED = "[REDACTED]";
 
@@ -101,6 +118,8 @@ export class HttpClient {
   readonly origins: OriginPolicy;
   readonly limiter: RateLimiter;
   private readonly pools = new Map<string, Pool>();
+  /** Pools of streamed bodies: a feed holds its connection for the whole file, so never one that pages and enrichments need. */
+  private readonly streamPools = new Map<string, Pool>();
   private closed = false;
 
   constructor(private readonly options: HttpClientOptions) {
@@ -122,11 +141,26 @@ export class HttpClient {
    * `NETWORK`, `CONTRACT`), or the signal's reason when it aborted.
    */
   async send(url: URL, options: SendOptions): Promise<HttpResponse> {
+    return (await this.follow(url, options, false)) as HttpResponse;
+  }
+
+  /**
+   * Like {@link send}, but the 2xx body is not read: it is returned as a stream,
+   * still compressed (a feed reader undoes `Content-Encoding` itself, so nothing
+   * is decompressed twice), bounded by its reader. Rate limit, origin pinning,
+   * redirects, credentials, metrics and `requestMs` (up to the response headers;
+   * the body is bounded by undici's idle timeout of `requestMs`) are the same.
+   */
+  async sendStream(url: URL, options: SendOptions): Promise<StreamedResponse> {
+    return (await this.follow(url, options, true)) as StreamedResponse;
+  }
+
+  private async follow(url: URL, options: SendOptions, stream: boolean): Promise<HttpResponse | StreamedResponse> {
     let current = url;
     let hopOptions = options;
     this.origins.check(current, "request URL");
     for (let hop = 0; ; hop++) {
-      const response = await this.sendOnce(current, hopOptions);
+      const response = await this.sendOnce(current, hopOptions, stream);
       if (!("location" in response)) return response;
       // 307/308 repeat the request as it was; 301/302/303 after a POST continue as a GET (RFC 9110 §15.4).
       if (response.status !== 307 && response.status !== 308 && hopOptions.method === "POST") {
@@ -147,24 +181,26 @@ export class HttpClient {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    const pools = [...this.pools.values()];
+    const pools = [...this.pools.values(), ...this.streamPools.values()];
     this.pools.clear();
+    this.streamPools.clear();
     await Promise.all(pools.map((p) => p.destroy().catch(() => {})));
   }
 
-  private pool(origin: string): Pool {
+  private pool(origin: string, stream = false): Pool {
     if (this.closed) throw new IngestionError("SHUTDOWN", "connector is closed");
-    let pool = this.pools.get(origin);
+    const pools = stream ? this.streamPools : this.pools;
+    let pool = pools.get(origin);
     if (!pool) {
       const { rateLimit, timeouts } = this.options.definition;
       pool = new Pool(origin, {
-        connections: rateLimit.maxConcurrency,
+        connections: stream ? 1 : rateLimit.maxConcurrency,
         connect: { timeout: timeouts.connectMs, rejectUnauthorized: true },
         headersTimeout: timeouts.requestMs,
         bodyTimeout: timeouts.requestMs,
         keepAliveTimeout: 10_000,
       });
-      this.pools.set(origin, pool);
+      pools.set(origin, pool);
     }
     return pool;
   }
@@ -173,7 +209,8 @@ export class HttpClient {
   private async sendOnce(
     url: URL,
     options: SendOptions,
-  ): Promise<HttpResponse | { location: string; status: number }> {
+    stream = false,
+  ): Promise<HttpResponse | StreamedResponse | { location: string; status: number }> {
     const { supplier, metrics, clock, definition } = this.options;
     const method = options.method ?? "GET";
     const primary = this.origins.isPrimary(url);
@@ -186,8 +223,10 @@ export class HttpClient {
     let bytes = 0;
     let failure: unknown;
     const release = await this.limiter.acquire(options.signal);
-    // requestMs bounds headers and body together; undici's own timeouts are per phase/idle gap.
+    // requestMs bounds headers and body together (a stream: the headers); undici's own timeouts are per
+    // phase/idle gap. `timer` aborts only when the time is up; `timerDone` cancels the countdown.
     const timer = new AbortController();
+    const timerDone = new AbortController();
     const timedOut = new IngestionError(
       "NETWORK",
       `request timed out after ${definition.timeouts.requestMs} ms`,
@@ -195,7 +234,7 @@ export class HttpClient {
         retryable: true,
       },
     );
-    clock.sleep(definition.timeouts.requestMs, timer.signal).then(
+    clock.sleep(definition.timeouts.requestMs, timerDone.signal).then(
       () => timer.abort(timedOut),
       () => {},
     );
@@ -211,7 +250,7 @@ export class HttpClient {
         ...(primary ? options.headers : {}),
       };
       if (options.body !== undefined) headers["content-type"] = options.body.contentType;
-      const res = await this.pool(url.origin)
+      const res = await this.pool(url.origin, stream)
         .request({
           method,
           path: `${target.pathname}${target.search}`,
@@ -237,15 +276,26 @@ export class HttpClient {
           parseRetryAfter(headerText(res.headers["retry-after"]), clock.now()),
         );
       }
+      if (stream) {
+        return {
+          url,
+          status: res.statusCode,
+          headers: res.headers,
+          contentType: headerText(res.headers["content-type"]),
+          contentEncoding: headerText(res.headers["content-encoding"]),
+          body: res.body,
+        };
+      }
+      const maxBytes = definition.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
       const declared = Number(headerText(res.headers["content-length"]));
-      if (Number.isFinite(declared) && declared > definition.maxResponseBytes) {
+      if (Number.isFinite(declared) && declared > maxBytes) {
         res.body.destroy();
-        throw tooLarge(definition.maxResponseBytes, `declares ${declared} bytes`);
+        throw tooLarge(maxBytes, `declares ${declared} bytes`);
       }
       const body = await readLimited(
         res.body,
         headerText(res.headers["content-encoding"]),
-        definition.maxResponseBytes,
+        maxBytes,
       ).catch((err: unknown) => {
         throw this.failure(err, options.signal, timer.signal);
       });
@@ -261,7 +311,7 @@ export class HttpClient {
       failure = err;
       throw err;
     } finally {
-      timer.abort();
+      timerDone.abort();
       release();
       const ms = clock.now() - started;
       metrics.httpRequests.inc({ supplier, code });

@@ -32,6 +32,8 @@ export interface CreateConnectorOptions {
   observer?: (event: RequestEvent) => void;
   /** Where `skus.from: "sql"` lists are read (a `pg.Pool` will do); absent in `preview`. */
   database?: SkuDatabase;
+  /** Where zip archives of feeds are spooled (DESIGN §3.10); `os.tmpdir()`, so `TMPDIR`, by default. */
+  spoolDir?: string;
 }
 
 /**
@@ -56,7 +58,7 @@ export function createConnector(options: CreateConnectorOptions): Connector {
   if (moduleName !== undefined) {
     return findConnectorModule(moduleName)(transport, options.definition.settings ?? {});
   }
-  return createDeclarativeConnector(transport, { database: options.database });
+  return createDeclarativeConnector(transport, { database: options.database, spoolDir: options.spoolDir });
 }
 
 export { createDeclarativeConnector } from "./declarative.js";
