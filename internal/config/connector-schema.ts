@@ -530,10 +530,18 @@ function checkFeedCombinations(
       : undefined;
   if (why === undefined) return;
   if (def.pagination.type !== "none") {
-    ctx.addIssue({ code: "custom", path: ["pagination"], message: `${why}: it cannot be combined with pagination` });
+    ctx.addIssue({
+      code: "custom",
+      path: ["pagination"],
+      message: `${why}: it cannot be combined with pagination`,
+    });
   }
   if (def.partitions !== undefined) {
-    ctx.addIssue({ code: "custom", path: ["partitions"], message: `${why}: it cannot be combined with partitions` });
+    ctx.addIssue({
+      code: "custom",
+      path: ["partitions"],
+      message: `${why}: it cannot be combined with partitions`,
+    });
   }
   if (def.skus !== undefined) {
     ctx.addIssue({ code: "custom", path: ["skus"], message: `${why}: it cannot be combined with skus` });

@@ -155,7 +155,10 @@ export async function runExportJob(
         { attempts },
       );
     }
-    ctx.log.debug({ supplier: transport.supplier, run_id: ctx.runId, job, polls }, "export job not ready yet");
+    ctx.log.debug(
+      { supplier: transport.supplier, run_id: ctx.runId, job, polls },
+      "export job not ready yet",
+    );
     await clock.sleep(spec.poll.intervalMs, signal).catch((err: unknown) => {
       throw signal.aborted ? signal.reason : err;
     });

@@ -155,7 +155,11 @@ export class HttpClient {
     return (await this.follow(url, options, true)) as StreamedResponse;
   }
 
-  private async follow(url: URL, options: SendOptions, stream: boolean): Promise<HttpResponse | StreamedResponse> {
+  private async follow(
+    url: URL,
+    options: SendOptions,
+    stream: boolean,
+  ): Promise<HttpResponse | StreamedResponse> {
     let current = url;
     let hopOptions = options;
     this.origins.check(current, "request URL");
@@ -292,13 +296,11 @@ export class HttpClient {
         res.body.destroy();
         throw tooLarge(maxBytes, `declares ${declared} bytes`);
       }
-      const body = await readLimited(
-        res.body,
-        headerText(res.headers["content-encoding"]),
-        maxBytes,
-      ).catch((err: unknown) => {
-        throw this.failure(err, options.signal, timer.signal);
-      });
+      const body = await readLimited(res.body, headerText(res.headers["content-encoding"]), maxBytes).catch(
+        (err: unknown) => {
+          throw this.failure(err, options.signal, timer.signal);
+        },
+      );
       bytes = body.length;
       return {
         url,

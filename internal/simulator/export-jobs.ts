@@ -34,7 +34,6 @@ export const EXPORT_POLL_ROUTE = /^\/api\/v1\/job\/([^/]+)$/;
 export const EXPORT_FILE_ROUTE =
   /^\/([^/]+)\/export\/([^/]+)\/(feed\.yml|offers\.xml|feed\.csv|feed\.jsonl|feed\.json)$/;
 
-const JOB_OPTIONS = new Set(["readyAfter", "fail", "never", "file"]);
 const FEED_OPTIONS = new Set([
   "encoding",
   "declare",
@@ -195,5 +194,3 @@ export async function serveExportFile(
   job.downloads.push({ credentials: credentialsOn(state, req, url) });
   await serveFeed(state, req, res, job.file, url, now);
 }
-
-export { JOB_OPTIONS };

@@ -2,7 +2,13 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { Socket } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
 import { handleAdmin } from "./admin.js";
-import { EXPORT_CREATE_ROUTE, EXPORT_POLL_ROUTE, exportJobs, serveExportFile, serveExportRoute } from "./export-jobs.js";
+import {
+  EXPORT_CREATE_ROUTE,
+  EXPORT_POLL_ROUTE,
+  exportJobs,
+  serveExportFile,
+  serveExportRoute,
+} from "./export-jobs.js";
 import { FEED_ROUTE, serveFeed } from "./feeds.js";
 import { serveProfile } from "./profiles.js";
 import { sendJson } from "./respond.js";
