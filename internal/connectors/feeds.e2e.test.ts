@@ -371,3 +371,27 @@ t.test("a wrong encoding gives readable reject reasons, not a crash", async (t) 
   t.match(result.errorMessage, /not valid utf-8|reject/);
   t.same(await stored("wrongenc"), []);
 });
+
+t.test("enrich applies per step: stock of each YML offer from ETM's remains, summed over stores", async (t) => {
+  sim.configure("ymlenrich", { size: 25, profile: "etm" });
+  const result = await tick(
+    t,
+    "ymlenrich",
+    feedDefinition("ymlenrich", "feed.yml", {}, { type: "xml", element: "offer", pageSize: 10 }, YML, {
+      enrich: [
+        {
+          request: { path: "/api/v1/goods/{sku}/remains" },
+          records: { path: "data" },
+          fields: { stock: { jmespath: "sum(InfoStores[].Remain)" } },
+        },
+      ],
+    }),
+  );
+  t.equal(result.outcome, "success", String(result.errorMessage));
+  t.same(
+    (await steps(result.runId)).map((s) => s[2]),
+    [10, 10, 5],
+  );
+  t.equal(sim.stats("ymlenrich").requests, 1 + 25, "the feed, then one remains request per offer");
+  t.same(await stored("ymlenrich"), catalog("ymlenrich", true), "stock = the sum of InfoStores[].Remain");
+});
