@@ -368,30 +368,52 @@ t.test("a wrong encoding gives readable reject reasons, not a crash", async (t) 
   );
   t.equal(result.state, "failed", "every record rejected: more than maxRejectRatio");
   t.equal(result.errorCode, "CONTRACT");
-  t.match(result.errorMessage, /not valid utf-8|reject/);
+  t.match(
+    result.errorMessage,
+    /^12 of 12 records invalid on page 1 .*first: <offer> at line 7 holds bytes that are not valid utf-8 \(decoded as U\+FFFD\): is format\.encoding right\?/,
+  );
+  const r = await rejects(result.runId);
+  t.equal(r.length, 12, "every record kept as a reject with its reason");
+  t.match(r[0], { seq: 1, reason: /not valid utf-8/, raw: { "@id": "WRONGENC-0000000" } });
   t.same(await stored("wrongenc"), []);
 });
 
-t.test("enrich applies per step: stock of each YML offer from ETM's remains, summed over stores", async (t) => {
-  sim.configure("ymlenrich", { size: 25, profile: "etm" });
-  const result = await tick(
-    t,
-    "ymlenrich",
-    feedDefinition("ymlenrich", "feed.yml", {}, { type: "xml", element: "offer", pageSize: 10 }, YML, {
-      enrich: [
-        {
-          request: { path: "/api/v1/goods/{sku}/remains" },
-          records: { path: "data" },
-          fields: { stock: { jmespath: "sum(InfoStores[].Remain)" } },
-        },
-      ],
-    }),
-  );
+t.test(
+  "enrich applies per step: stock of each YML offer from ETM's remains, summed over stores",
+  async (t) => {
+    sim.configure("ymlenrich", { size: 25, profile: "etm" });
+    const result = await tick(
+      t,
+      "ymlenrich",
+      feedDefinition("ymlenrich", "feed.yml", {}, { type: "xml", element: "offer", pageSize: 10 }, YML, {
+        enrich: [
+          {
+            request: { path: "/api/v1/goods/{sku}/remains" },
+            records: { path: "data" },
+            fields: { stock: { jmespath: "sum(InfoStores[].Remain)" } },
+          },
+        ],
+      }),
+    );
+    t.equal(result.outcome, "success", String(result.errorMessage));
+    t.same(
+      (await steps(result.runId)).map((s) => s[2]),
+      [10, 10, 5],
+    );
+    t.equal(sim.stats("ymlenrich").requests, 1 + 25, "the feed, then one remains request per offer");
+    t.same(await stored("ymlenrich"), catalog("ymlenrich", true), "stock = the sum of InfoStores[].Remain");
+  },
+);
+
+t.test("the shipped config/suppliers/feed.json walks the simulator's YML feed", async (t) => {
+  const { readFileSync } = await import("node:fs");
+  const shipped = JSON.parse(
+    readFileSync(new URL("../../config/suppliers/feed.json", import.meta.url), "utf8"),
+  ) as Record<string, unknown>;
+  t.equal(shipped.baseUrl, "http://127.0.0.1:9465/feed", "as the demo serves it");
+  sim.configure("feed", { size: 40 });
+  const result = await tick(t, "feed", { ...shipped, baseUrl: sim.baseUrl("feed") });
   t.equal(result.outcome, "success", String(result.errorMessage));
-  t.same(
-    (await steps(result.runId)).map((s) => s[2]),
-    [10, 10, 5],
-  );
-  t.equal(sim.stats("ymlenrich").requests, 1 + 25, "the feed, then one remains request per offer");
-  t.same(await stored("ymlenrich"), catalog("ymlenrich", true), "stock = the sum of InfoStores[].Remain");
+  t.same(await stored("feed"), catalog("feed", false));
+  t.same(sim.stats("feed").urls, ["/feed/feed.yml"]);
 });
