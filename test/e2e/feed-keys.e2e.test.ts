@@ -39,7 +39,10 @@ const cases: Record<string, [Record<string, unknown>, RegExp]> = {
     /pagination: an export job downloads one file/,
   ],
   formattype: [{ format: { type: "xlsx" } }, /format\.type: must be one of json, jsonl, csv, xml/],
-  csvkey: [{ format: { type: "xml", element: "offer", delimiter: ";" } }, /format: Unrecognized key.*delimiter/],
+  csvkey: [
+    { format: { type: "xml", element: "offer", delimiter: ";" } },
+    /format: Unrecognized key.*delimiter/,
+  ],
   pagesize: [{ format: { type: "jsonl", pageSize: 0 } }, /format\.pageSize: must be at least 1/],
   encoding: [{ format: { type: "csv", encoding: "cp866" } }, /format\.encoding: must be one of auto, utf-8/],
   jobid: [
