@@ -417,3 +417,23 @@ t.test("the shipped config/suppliers/feed.json walks the simulator's YML feed", 
   t.same(await stored("feed"), catalog("feed", false));
   t.same(sim.stats("feed").urls, ["/feed/feed.yml"]);
 });
+
+t.test("a walk stopped after its first step (preview, no prefetch) releases the download", async (t) => {
+  sim.configure("early", { size: 5_000 });
+  const definition = connectorDefinitionSchema.parse(
+    feedDefinition("early", "feed.csv", {}, { type: "csv", delimiter: ";", pageSize: 100 }, FLAT),
+  );
+  const { connector, log } = buildConnector(t, definition, { supplier: "early" });
+  const ctx = { signal: new AbortController().signal, log, runId: "1", prefetch: false };
+  const first: number[] = [];
+  for await (const page of connector.walk(ctx)) {
+    first.push(page.offers.length);
+    break;
+  }
+  t.same(first, [100]);
+  // The feed's one connection is free again: a second walk reads the whole file.
+  let offers = 0;
+  for await (const page of connector.walk({ ...ctx, prefetch: true })) offers += page.offers.length;
+  t.equal(offers, 5_000);
+  t.equal(sim.stats("early").requests, 2);
+});
