@@ -1,6 +1,6 @@
 import { compile as compileJmesPath } from "@jmespath-community/jmespath";
 import { z } from "zod";
-import { formatSchema, isStreamedFormat } from "../feeds/format-schema.js";
+import { formatSchema, isStreamedFormat, STREAMED_MAX_RESPONSE_BYTES } from "../feeds/format-schema.js";
 import { KNOWN_PLACEHOLDERS, placeholdersIn, stringsIn } from "./placeholders.js";
 
 /**
@@ -509,7 +509,21 @@ export const connectorDefinitionSchema = z
     }
     checkFeedCombinations(def, ctx);
     checkPlaceholders(def, ctx);
-  });
+  })
+  .transform((def) => ({
+    ...def,
+    /** In force: the definition's, else the default of its format (§3.1, §3.10). */
+    maxResponseBytes: def.maxResponseBytes ?? defaultMaxResponseBytes(def.format),
+  }));
+
+/** `maxResponseBytes` of a JSON body read whole when the definition sets none (DESIGN §3.1). */
+export const DEFAULT_MAX_RESPONSE_BYTES = 52_428_800;
+
+function defaultMaxResponseBytes(format: z.output<typeof formatSchema> | undefined): number {
+  return format !== undefined && isStreamedFormat(format)
+    ? STREAMED_MAX_RESPONSE_BYTES
+    : DEFAULT_MAX_RESPONSE_BYTES;
+}
 
 /** A streamed format or an export job is one file: no pagination, partitions or SKU lists (§3.10, §3.12). */
 function checkFeedCombinations(

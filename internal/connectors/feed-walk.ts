@@ -1,11 +1,10 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
-import { type FeedFormat, feedMaxBytes, readFeed } from "../feeds/index.js";
+import { type FeedFormat, readFeed } from "../feeds/index.js";
 import type { FeedBatch } from "../feeds/types.js";
 import type { Page, Reject, WalkContext } from "../ingestion/ports.js";
 import { isIngestionError } from "../platform/errors.js";
 import type { Enricher } from "./enrich.js";
 import type { CompiledFields } from "./field-spec.js";
-import { DEFAULT_MAX_RESPONSE_BYTES } from "./http-client.js";
 import { normalizeRecords } from "./normalize.js";
 import type { Transport } from "./transport.js";
 
@@ -79,7 +78,8 @@ export async function* walkFeed(o: FeedWalkOptions): AsyncGenerator<Page> {
   let attempts = (o.attemptsBefore ?? 0) + opened.attempts;
   const batches = readFeed(response.body, {
     format,
-    maxBytes: feedMaxBytes(format, def.maxResponseBytes, DEFAULT_MAX_RESPONSE_BYTES),
+    // In force: the definition's, else its format's default (the schema resolved it).
+    maxBytes: def.maxResponseBytes,
     contentEncoding: response.contentEncoding,
     contentType: response.contentType,
     signal,

@@ -437,3 +437,26 @@ t.test("a walk stopped after its first step (preview, no prefetch) releases the 
   t.equal(offers, 5_000);
   t.equal(sim.stats("early").requests, 2);
 });
+
+t.test(
+  "maxResponseBytes bounds the decompressed feed: CONTRACT, the steps before it committed",
+  async (t) => {
+    sim.configure("capped", { size: 5_000 });
+    const result = await tick(
+      t,
+      "capped",
+      feedDefinition(
+        "capped",
+        "feed.csv",
+        { compress: "content-gzip" },
+        { type: "csv", delimiter: ";", pageSize: 500 },
+        FLAT,
+        { maxResponseBytes: 100_000 },
+      ),
+    );
+    t.equal(result.state, "partial");
+    t.equal(result.errorCode, "CONTRACT");
+    t.match(result.errorMessage, /maxResponseBytes \(100000 bytes\)/);
+    t.ok((await stored("capped")).length >= 500, "the steps within the bound are stored");
+  },
+);

@@ -2,7 +2,8 @@ import type { IncomingHttpHeaders } from "node:http";
 import { Duplex, PassThrough, pipeline, type Readable, type Transform, Writable } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate, createInflateRaw } from "node:zlib";
 import { Pool } from "undici";
-import type { ConnectorDefinition } from "../config/connector-schema.js";
+import { type ConnectorDefinition, DEFAULT_MAX_RESPONSE_BYTES } from "../config/connector-schema.js";
+import { STREAMED_MAX_RESPONSE_BYTES } from "../feeds/format-schema.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage, IngestionError, isIngestionError } from "../platform/errors.js";
 import type { Metrics } from "../platform/metrics.js";
@@ -46,9 +47,6 @@ export interface RequestEvent {
   /** Why it failed, when it did (already redacted). */
   error?: string;
 }
-
-/** `maxResponseBytes` of a body read whole when the definition sets none (DESIGN §3.1). */
-export const DEFAULT_MAX_RESPONSE_BYTES = 52_428_800;
 
 /**
  * A 2xx response whose body is handed over unread (a feed, DESIGN §3.10): still
@@ -290,7 +288,12 @@ export class HttpClient {
           body: res.body,
         };
       }
-      const maxBytes = definition.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+      // A feed connector's 4 GiB default bounds its feed; its other bodies (logins, enrichments,
+      // export polls) are read whole and keep the default of a body read whole.
+      const maxBytes =
+        definition.maxResponseBytes === STREAMED_MAX_RESPONSE_BYTES
+          ? DEFAULT_MAX_RESPONSE_BYTES
+          : definition.maxResponseBytes;
       const declared = Number(headerText(res.headers["content-length"]));
       if (Number.isFinite(declared) && declared > maxBytes) {
         res.body.destroy();

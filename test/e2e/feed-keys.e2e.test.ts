@@ -83,8 +83,17 @@ t.test("check-config: exit 2, each broken feed key named with its path", async (
 });
 
 t.test("maxResponseBytes: optional; the shipped feed.json and etm-catalog.json are valid", async (t) => {
-  const plain = connectorDefinitionSchema.parse({ ...base, fields: { sku: "a", price: "b" } });
-  t.equal(plain.maxResponseBytes, undefined, "no default in the schema: 50 MiB or 4 GiB by format");
+  const fields = { sku: "a", price: "b" };
+  const plain = connectorDefinitionSchema.parse({ ...base, fields });
+  t.equal(plain.maxResponseBytes, 52_428_800, "a JSON body read whole: 50 MiB");
+  const whole = connectorDefinitionSchema.parse({ ...base, fields, format: { type: "json" } });
+  t.equal(whole.maxResponseBytes, 52_428_800);
+  for (const format of [yml, { type: "csv" }, { type: "jsonl" }, { type: "json", stream: true }]) {
+    const streamed = connectorDefinitionSchema.parse({ ...base, fields, format });
+    t.equal(streamed.maxResponseBytes, 4 * 1024 ** 3, `${JSON.stringify(format)}: 4 GiB decompressed`);
+  }
+  const set = connectorDefinitionSchema.parse({ ...base, fields, format: yml, maxResponseBytes: 1_000_000 });
+  t.equal(set.maxResponseBytes, 1_000_000, "a value set is kept");
   for (const file of ["feed.json", "etm-catalog.json"]) {
     const raw = JSON.parse(readFileSync(new URL(`../../config/suppliers/${file}`, import.meta.url), "utf8"));
     const parsed = connectorDefinitionSchema.safeParse(raw);
