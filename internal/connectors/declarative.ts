@@ -1,5 +1,5 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
-import { isStreamedFormat } from "../feeds/format-schema.js";
+import { formatSchema, isStreamedFormat } from "../feeds/format-schema.js";
 import type { Connector, Page, WalkContext } from "../ingestion/ports.js";
 import { ConfigError, IngestionError, isIngestionError } from "../platform/errors.js";
 import { createEnricher } from "./enrich.js";
@@ -186,7 +186,7 @@ export function createDeclarativeConnector(
     def.format !== undefined && (def.export !== undefined || isStreamedFormat(def.format))
       ? def.format
       : def.export !== undefined
-        ? ({ type: "json", stream: false, encoding: "auto", pageSize: 5_000 } as const)
+        ? formatSchema.parse({ type: "json" })
         : undefined;
 
   /** The walk of one file (DESIGN §3.10): the main request, or an export job's download (§3.12). */

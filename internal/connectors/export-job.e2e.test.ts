@@ -163,6 +163,16 @@ t.test("a gzip-compressed CSV download in windows-1251 works the same", async (t
   t.same(sim.exportJobs("etm-csv")[0]?.downloads, [{ credentials: [] }]);
 });
 
+t.test("without format the download is JSON read whole, bounded by 50 MiB", async (t) => {
+  configureEtm("etm-whole", 12);
+  const { format: _format, ...def } = etmCatalog("etm-whole", {});
+  const whole = connectorDefinitionSchema.parse({ ...def, maxResponseBytes: undefined });
+  t.equal(whole.maxResponseBytes, 52_428_800);
+  const result = await tick(t, "etm-whole", whole);
+  t.equal(result.outcome, "success", String(result.errorMessage));
+  t.equal((await stored("etm-whole")).length, 12);
+});
+
 t.test("failWhen: the job failed on the supplier's side, the run fails SUPPLIER", async (t) => {
   configureEtm("etm-fail", 10);
   const result = await tick(t, "etm-fail", etmCatalog("etm-fail", { fail: "2", readyAfter: "5" }));
