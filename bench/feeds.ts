@@ -8,16 +8,26 @@
  *   with the YML fields, in steps of 5,000;
  * - `bare`: a bare stream-parse of the same file (gunzip + iconv-lite + saxes,
  *   counting `<offer>` open tags), the floor of any such reader.
- * Reported: rows/s of both (same run, same machine), `feed` as a fraction of `bare`,
- * and each child's peak RSS (`process.resourceUsage().maxRSS`); the children tune
- * the heap as the daemon does (`tuneHeapGrowth`). Targets: peak RSS
- * ≤ 160 MB, and the 1M walk's within 20 % of the 100k walk's.
+ * - `pipeline`: the whole product on the same file: a worker child (bench/worker.ts:
+ *   `buildApp` + a forced `--tick-once`) walks a connector with `format: xml` over
+ *   loopback HTTP (the file served as is, by a static server in this process), the
+ *   declarative connector streams it in steps of 5,000, and the tick validates,
+ *   hashes and commits each step in PostgreSQL (`BENCH_DATABASE_URL`, else an
+ *   embedded one): a first load of every offer.
+ * Reported: rows/s of all three (same run, same machine), `feed` and `pipeline` as a
+ * fraction of `bare`, and each child's peak RSS (`process.resourceUsage().maxRSS`);
+ * the children tune the heap as the daemon does (`tuneHeapGrowth`). Targets, for
+ * `feed` and `pipeline` alike: peak RSS ≤ 160 MB, and the 1M walk's within 20 % of
+ * the 100k walk's.
  *
- * Usage: node dist/bench/feeds.js [--sizes 100000,1000000] [--ci] (--ci: exit 1 when a target is missed)
+ * Usage: node dist/bench/feeds.js [--sizes 100000,1000000] [--no-pipeline] [--ci]
+ * (--ci: exit 1 when a target is missed)
  */
 import { spawn } from "node:child_process";
-import { createReadStream, createWriteStream } from "node:fs";
+import { createReadStream, createWriteStream, mkdirSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm, stat } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -112,6 +122,72 @@ function runChild(mode: "feed" | "bare", file: string): Promise<WalkReport> {
   });
 }
 
+interface PipelineReport {
+  rows: number;
+  tickMs: number;
+  rowsPerSecond: number;
+  maxRssMB: number;
+  pages: number;
+}
+
+/** Serves the files of `dir` as they are (gzip bytes, no Content-Encoding), as a feed host would. */
+async function serveFiles(dir: string): Promise<{ server: Server; url: string }> {
+  const server = createServer((req, res) => {
+    const name = (req.url ?? "/").slice(1);
+    if (!/^[\w.-]+$/.test(name)) {
+      res.writeHead(404).end();
+      return;
+    }
+    res.writeHead(200, { "content-type": "application/gzip" });
+    pipeline(createReadStream(join(dir, name)), res).catch(() => res.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+/** One forced tick of the whole app over `fileUrl`: connector → tick → PostgreSQL, in a worker child. */
+async function walkPipeline(
+  databaseUrl: string,
+  dir: string,
+  supplier: string,
+  baseUrl: string,
+  path: string,
+) {
+  const { runWorker } = await import("./child.js");
+  const connectors = join(dir, `connectors-${supplier}`);
+  mkdirSync(connectors);
+  writeFileSync(
+    join(connectors, `${supplier}.json`),
+    JSON.stringify({
+      baseUrl,
+      request: { path },
+      format: { type: "xml", element: "offer" },
+      fields: FIELDS,
+    }),
+  );
+  const report = await runWorker(
+    {
+      SUPPLIER_SYNC_SUPPLIERS: `${supplier}:1h`,
+      DATABASE_URL: databaseUrl,
+      SUPPLIER_SYNC_CONNECTORS_DIR: connectors,
+      SUPPLIER_SYNC_LOG_LEVEL: "warn",
+      SUPPLIER_SYNC_HTTP_ADDR: "127.0.0.1:0",
+    },
+    1_800_000,
+  );
+  const result = report.results[0];
+  if (result?.outcome !== "success") throw new Error(`pipeline ${supplier}: tick outcome ${result?.outcome}`);
+  const counts = result.counts as { seen?: number; pages?: number } | undefined;
+  const rows = counts?.seen ?? 0;
+  return {
+    rows,
+    tickMs: Math.round(report.tickMs),
+    rowsPerSecond: Math.round(rows / (report.tickMs / 1000)),
+    maxRssMB: Math.round((report.maxRssKb / 1024) * 10) / 10,
+    pages: counts?.pages ?? 0,
+  } satisfies PipelineReport;
+}
+
 async function download(url: string, file: string): Promise<void> {
   const { request } = await import("undici");
   const res = await request(url);
@@ -146,34 +222,63 @@ async function main(): Promise<unknown> {
     } finally {
       await sim.close();
     }
+    const withPipeline = !argv.includes("--no-pipeline");
+    const { openBenchDatabase } = await import("./database.js");
+    const db = withPipeline ? await openBenchDatabase(process.env.BENCH_DATABASE_URL) : undefined;
+    const host = withPipeline ? await serveFiles(dir) : undefined;
     const walks = [];
-    for (const { offers, file, bytes } of files) {
-      const bare = await runChild("bare", file);
-      const feed = await runChild("feed", file);
-      if (feed.rows !== offers || bare.rows !== offers) {
-        throw new Error(
-          `${offers} offers: feed read ${feed.rows} (${feed.rejects} rejects), bare counted ${bare.rows}`,
+    try {
+      for (const { offers, file, bytes } of files) {
+        const bare = await runChild("bare", file);
+        const feed = await runChild("feed", file);
+        if (feed.rows !== offers || bare.rows !== offers) {
+          throw new Error(
+            `${offers} offers: feed read ${feed.rows} (${feed.rejects} rejects), bare counted ${bare.rows}`,
+          );
+        }
+        const pipelined =
+          db && host
+            ? await walkPipeline(db.url, dir, `feed${offers}`, host.url, `/${file.split("/").pop()}`)
+            : undefined;
+        if (pipelined && pipelined.rows !== offers) {
+          throw new Error(`${offers} offers: the pipeline saw ${pipelined.rows}`);
+        }
+        walks.push({
+          offers,
+          gzipBytes: bytes,
+          feed,
+          bare,
+          feedOfBare: Math.round((feed.rowsPerSecond / bare.rowsPerSecond) * 100) / 100,
+          ...(pipelined
+            ? {
+                pipeline: pipelined,
+                pipelineOfBare: Math.round((pipelined.rowsPerSecond / bare.rowsPerSecond) * 100) / 100,
+              }
+            : {}),
+        });
+        process.stderr.write(
+          `${offers} offers (${(bytes / 1024 / 1024).toFixed(1)} MB gzip): feed ${feed.rowsPerSecond} rows/s, peak RSS ${feed.maxRssMB} MB; bare ${bare.rowsPerSecond} rows/s, peak RSS ${bare.maxRssMB} MB${pipelined ? `; pipeline ${pipelined.rowsPerSecond} rows/s (${pipelined.pages} steps, ${pipelined.tickMs} ms), peak RSS ${pipelined.maxRssMB} MB` : ""}\n`,
         );
       }
-      walks.push({
-        offers,
-        gzipBytes: bytes,
-        feed,
-        bare,
-        feedOfBare: Math.round((feed.rowsPerSecond / bare.rowsPerSecond) * 100) / 100,
-      });
-      process.stderr.write(
-        `${offers} offers (${(bytes / 1024 / 1024).toFixed(1)} MB gzip): feed ${feed.rowsPerSecond} rows/s, peak RSS ${feed.maxRssMB} MB; bare ${bare.rowsPerSecond} rows/s, peak RSS ${bare.maxRssMB} MB\n`,
-      );
+    } finally {
+      host?.server.close();
+      await db?.stop();
     }
     const small = walks[0]!;
     const large = walks[walks.length - 1]!;
     const rssGrowth = Math.round((large.feed.maxRssMB / small.feed.maxRssMB - 1) * 1000) / 1000;
+    const pipelineRssGrowth =
+      large.pipeline && small.pipeline
+        ? Math.round((large.pipeline.maxRssMB / small.pipeline.maxRssMB - 1) * 1000) / 1000
+        : undefined;
     const targets = {
-      peakRssAtMost160MB: walks.every((w) => w.feed.maxRssMB <= RSS_TARGET_MB),
-      largestWithin20PercentOfSmallest: rssGrowth <= RSS_GROWTH_TARGET,
+      peakRssAtMost160MB: walks.every(
+        (w) => w.feed.maxRssMB <= RSS_TARGET_MB && (w.pipeline?.maxRssMB ?? 0) <= RSS_TARGET_MB,
+      ),
+      largestWithin20PercentOfSmallest:
+        rssGrowth <= RSS_GROWTH_TARGET && (pipelineRssGrowth ?? 0) <= RSS_GROWTH_TARGET,
     };
-    const report = { walks, rssGrowth, targets };
+    const report = { walks, rssGrowth, pipelineRssGrowth, targets };
     if (argv.includes("--ci") && !Object.values(targets).every(Boolean)) {
       process.stdout.write(`${JSON.stringify(report)}\n`);
       throw new Error(`bench:feeds target missed: ${JSON.stringify(targets)}`);

@@ -1,5 +1,6 @@
 import { compile as compileJmesPath } from "@jmespath-community/jmespath";
 import { z } from "zod";
+import { formatSchema, isStreamedFormat, STREAMED_MAX_RESPONSE_BYTES } from "../feeds/format-schema.js";
 import { MODULE_FILE } from "./connector-module.js";
 import { KNOWN_PLACEHOLDERS, placeholdersIn, stringsIn } from "./placeholders.js";
 
@@ -294,19 +295,38 @@ const attributesSchema = z
   .record(attributeName, numericField)
   .refine((a) => Object.keys(a).length <= MAX_ATTRIBUTES, `at most ${MAX_ATTRIBUTES} attributes`);
 
+/** The keys of a request (DESIGN §3.3). */
+const requestShape = {
+  method: httpMethod,
+  path: requestPath.default("/"),
+  query: z.record(z.string(), z.string()).default({}),
+  headers: z.record(z.string(), z.string()).default({}),
+  /** JSON body of a POST, sent as application/json. */
+  body: z.unknown().optional(),
+  /** Form of a POST, sent as application/x-www-form-urlencoded. */
+  form: z.record(z.string(), z.string()).optional(),
+};
+
 /** A request template of a partition list or an enrichment (DESIGN §3.3): the main request's keys. */
-const requestSchema = z
-  .strictObject({
-    method: httpMethod,
-    path: requestPath.default("/"),
-    query: z.record(z.string(), z.string()).default({}),
-    headers: z.record(z.string(), z.string()).default({}),
-    /** JSON body of a POST, sent as application/json. */
-    body: z.unknown().optional(),
-    /** Form of a POST, sent as application/x-www-form-urlencoded. */
-    form: z.record(z.string(), z.string()).optional(),
-  })
-  .superRefine(checkRequestBody);
+const requestSchema = z.strictObject(requestShape).superRefine(checkRequestBody);
+
+/**
+ * An export job (DESIGN §3.12): create it, poll it every `intervalMs` until
+ * `readyWhen` (or `failWhen`) matches, then download the file at
+ * `download.urlPath` of the ready poll response and walk it with `format`.
+ */
+const exportSchema = z.strictObject({
+  create: z.strictObject({ ...requestShape, jobIdPath: requiredDotPath }).superRefine(checkRequestBody),
+  poll: z
+    .strictObject({
+      ...requestShape,
+      intervalMs: positiveMs.default(15_000),
+      readyWhen: conditionSchema,
+      failWhen: conditionSchema.optional(),
+    })
+    .superRefine(checkRequestBody),
+  download: z.strictObject({ urlPath: requiredDotPath }),
+});
 
 const recordsSchema = z.strictObject({ path: dotPath });
 const batchSize = z.number().int().min(1).max(10_000).default(1);
@@ -364,6 +384,16 @@ const enrichSchema = z
       ctx.addIssue({ code: "custom", path: ["fields"], message: "an enrichment needs fields or attributes" });
     }
   });
+
+/** The main record's field specs (§3.7); also what a connector module's `lib.normalizeRecords` takes. */
+export const fieldsSchema = z.strictObject({
+  sku: textField,
+  /** Required here unless an `enrich` entry maps it (§3.7). */
+  price: numericField.optional(),
+  name: textField.optional(),
+  currency: textField.optional(),
+  stock: numericField.optional(),
+});
 
 export const connectorDefinitionSchema = z
   .strictObject({
@@ -428,16 +458,7 @@ export const connectorDefinitionSchema = z
      */
     conditional: z.boolean().default(true),
     records: z.strictObject({ path: dotPath }).prefault({ path: "" }),
-    fields: z
-      .strictObject({
-        sku: textField,
-        /** Required here unless an `enrich` entry maps it (§3.7). */
-        price: numericField.optional(),
-        name: textField.optional(),
-        currency: textField.optional(),
-        stock: numericField.optional(),
-      })
-      .optional(),
+    fields: fieldsSchema.optional(),
     /** Further supplier data kept with each offer as one JSON object (`supplier_offers.attributes`). */
     attributes: attributesSchema.optional(),
     /** Walk the main request once per partition value, `{partition}` substituted (§3.5). */
@@ -446,7 +467,12 @@ export const connectorDefinitionSchema = z
     skus: skusSchema.optional(),
     /** Fields from other endpoints merged into each step's records before validation (§3.8). */
     enrich: z.array(enrichSchema).min(1).optional(),
-    maxResponseBytes: z.number().int().positive().default(52_428_800),
+    /** How the body is read (§3.10): JSON parsed whole (default), or a streamed feed. */
+    format: formatSchema.optional(),
+    /** Build the catalog file as an export job, then download and walk it (§3.12). */
+    export: exportSchema.optional(),
+    /** Absent: 52,428,800 for a JSON body read whole, 4 GiB (decompressed) for a streamed format (§3.10). */
+    maxResponseBytes: z.number().int().positive().optional(),
     maxRejectRatio: z.number().min(0).max(1).default(0.5),
     /** Deepest JSON nesting accepted in a response body. */
     maxJsonDepth: z.number().int().min(2).max(1_000).default(64),
@@ -493,8 +519,60 @@ export const connectorDefinitionSchema = z
         message: "a SKU batch is one request: pagination cannot be combined with skus",
       });
     }
+    checkFeedCombinations(def, ctx);
     checkPlaceholders(def, ctx);
-  });
+  })
+  .transform((def) => ({
+    ...def,
+    /** In force: the definition's, else the default of its format (§3.1, §3.10). */
+    maxResponseBytes: def.maxResponseBytes ?? defaultMaxResponseBytes(def.format),
+  }));
+
+/** `maxResponseBytes` of a JSON body read whole when the definition sets none (DESIGN §3.1). */
+export const DEFAULT_MAX_RESPONSE_BYTES = 52_428_800;
+
+function defaultMaxResponseBytes(format: z.output<typeof formatSchema> | undefined): number {
+  return format !== undefined && isStreamedFormat(format)
+    ? STREAMED_MAX_RESPONSE_BYTES
+    : DEFAULT_MAX_RESPONSE_BYTES;
+}
+
+/** A streamed format or an export job is one file: no pagination, partitions or SKU lists (§3.10, §3.12). */
+function checkFeedCombinations(
+  def: {
+    format?: z.output<typeof formatSchema> | undefined;
+    export?: unknown;
+    pagination: { type: string };
+    partitions?: unknown;
+    skus?: unknown;
+  },
+  ctx: z.RefinementCtx,
+): void {
+  const streamed = def.format !== undefined && isStreamedFormat(def.format);
+  const why = streamed
+    ? `a streamed format (format.type ${def.format?.type}${def.format?.type === "json" ? " with stream" : ""}) is one file`
+    : def.export !== undefined
+      ? "an export job downloads one file"
+      : undefined;
+  if (why === undefined) return;
+  if (def.pagination.type !== "none") {
+    ctx.addIssue({
+      code: "custom",
+      path: ["pagination"],
+      message: `${why}: it cannot be combined with pagination`,
+    });
+  }
+  if (def.partitions !== undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["partitions"],
+      message: `${why}: it cannot be combined with partitions`,
+    });
+  }
+  if (def.skus !== undefined) {
+    ctx.addIssue({ code: "custom", path: ["skus"], message: `${why}: it cannot be combined with skus` });
+  }
+}
 
 /**
  * Placeholders the walk defines. Partitions (`{partition}`), SKU lists
@@ -536,6 +614,7 @@ function checkPlaceholders(
     partitions?: { values: string[] } | { request: RequestShape } | undefined;
     skus?: { batch: number } | undefined;
     enrich?: { request: RequestShape; batch: number }[] | undefined;
+    export?: { create: RequestShape; poll: RequestShape } | undefined;
   },
   ctx: z.RefinementCtx,
 ): void {
@@ -546,6 +625,11 @@ function checkPlaceholders(
   }
   for (const [i, e] of (def.enrich ?? []).entries()) {
     checkRequestPlaceholders(e.request, ["enrich", i, "request"], enrichPlaceholders(def, e.batch), ctx);
+  }
+  if (def.export !== undefined) {
+    // The job is created before it has an id; every poll knows it.
+    checkRequestPlaceholders(def.export.create, ["export", "create"], new Set(), ctx);
+    checkRequestPlaceholders(def.export.poll, ["export", "poll"], new Set(["job"]), ctx);
   }
   checkLoginPlaceholders(def, ctx);
 }
@@ -643,3 +727,4 @@ export type FieldSpec = NonNullable<FieldsDefinition["price"]>;
 export type PartitionsDefinition = NonNullable<ConnectorDefinition["partitions"]>;
 export type SkusDefinition = NonNullable<ConnectorDefinition["skus"]>;
 export type EnrichDefinition = NonNullable<ConnectorDefinition["enrich"]>[number];
+export type ExportDefinition = NonNullable<ConnectorDefinition["export"]>;

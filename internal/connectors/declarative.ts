@@ -1,14 +1,23 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
+import { formatSchema, isStreamedFormat } from "../feeds/format-schema.js";
 import type { Connector, Page, WalkContext } from "../ingestion/ports.js";
 import { ConfigError, IngestionError, isIngestionError } from "../platform/errors.js";
 import { conditionalOf } from "./conditional.js";
 import { createEnricher } from "./enrich.js";
+import { runExportJob } from "./export-job.js";
+import { walkFeed } from "./feed-walk.js";
 import { type CompiledFields, compileFields } from "./field-spec.js";
 import { decodeJsonPage } from "./json-body.js";
 import { normalizeRecords } from "./normalize.js";
 import { firstPageUrl, nextPageUrl, ProgressGuard } from "./pagination.js";
 import { readPartitions } from "./partitions.js";
-import { batchValues, inBatches, type PlaceholderValues, requestBody } from "./request-template.js";
+import {
+  batchValues,
+  inBatches,
+  type PlaceholderValues,
+  requestBody,
+  requestUrl,
+} from "./request-template.js";
 import { readSkuList, type SkuDatabase } from "./sku-list.js";
 import type { Transport } from "./transport.js";
 
@@ -28,11 +37,17 @@ import type { Transport } from "./transport.js";
  * ahead, so memory stays bounded by two steps whatever the catalog size. When
  * the consumer stops iterating or the walk's signal aborts, the request in
  * flight is aborted.
+ *
+ * A streamed `format` (§3.10) or an `export` job (§3.12) makes the walk one
+ * file read as a stream and cut into steps: see `feed-walk.ts` and
+ * `export-job.ts`.
  */
 
 export interface DeclarativeOptions {
   /** Where `skus.from: "sql"` lists are read; absent where no database is opened. */
   database?: SkuDatabase | undefined;
+  /** Where zip archives of feeds are spooled; `os.tmpdir()` (so `TMPDIR`) by default. */
+  spoolDir?: string | undefined;
 }
 
 /** One unit of the walk: its placeholder values, and whether it is a SKU batch (a 404 is empty). */
@@ -184,6 +199,48 @@ export function createDeclarativeConnector(
     return [{ values: {}, batch: false }];
   }
 
+  /** Format of a file walk: a streamed format, or any format of an export's download (json read whole included). */
+  const feedFormat =
+    def.format !== undefined && (def.export !== undefined || isStreamedFormat(def.format))
+      ? def.format
+      : def.export !== undefined
+        ? formatSchema.parse({ type: "json" })
+        : undefined;
+
+  /** The walk of one file (DESIGN §3.10): the main request, or an export job's download (§3.12). */
+  async function* walkFile(
+    ctx: WalkContext,
+    signal: AbortSignal,
+    headers: Record<string, string>,
+    prefetch: boolean,
+  ): AsyncGenerator<Page> {
+    if (feedFormat === undefined) return;
+    const common = {
+      transport,
+      def,
+      format: feedFormat,
+      fields,
+      enrich,
+      ctx,
+      signal,
+      prefetch,
+      spoolDir: options.spoolDir,
+    };
+    if (def.export !== undefined) {
+      const ready = await runExportJob(transport, def, def.export, ctx, signal, headers);
+      // The download is a plain GET of the URL the supplier gave: no configured body or query.
+      yield* walkFeed({ ...common, url: ready.url, headers, attemptsBefore: ready.attempts });
+      return;
+    }
+    yield* walkFeed({
+      ...common,
+      url: requestUrl(def.baseUrl, def.request),
+      headers,
+      method: def.request.method,
+      ...(plainBody ? { body: plainBody } : {}),
+    });
+  }
+
   async function* walk(ctx: WalkContext): AsyncGenerator<Page> {
     ctx.signal.throwIfAborted();
     transport.beginWalk();
@@ -192,6 +249,10 @@ export function createDeclarativeConnector(
     const signal = AbortSignal.any([ctx.signal, stop.signal]);
     const prefetch = ctx.prefetch ?? true;
     try {
+      if (feedFormat !== undefined) {
+        yield* walkFile(ctx, signal, headers, prefetch);
+        return;
+      }
       const units = await unitsOf(ctx, signal);
       if (units.length === 0) {
         // An empty SKU list with `allowEmpty`: one step without offers, so the run can succeed

@@ -2,7 +2,8 @@ import type { IncomingHttpHeaders } from "node:http";
 import { Duplex, PassThrough, pipeline, type Readable, type Transform, Writable } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate, createInflateRaw } from "node:zlib";
 import { Pool } from "undici";
-import type { ConnectorDefinition } from "../config/connector-schema.js";
+import { type ConnectorDefinition, DEFAULT_MAX_RESPONSE_BYTES } from "../config/connector-schema.js";
+import { STREAMED_MAX_RESPONSE_BYTES } from "../feeds/format-schema.js";
 import type { ResponseValidators } from "../ingestion/ports.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage, IngestionError, isIngestionError } from "../platform/errors.js";
@@ -46,6 +47,20 @@ export interface RequestEvent {
   ms: number;
   /** Why it failed, when it did (already redacted). */
   error?: string;
+}
+
+/**
+ * A 2xx response whose body is handed over unread (a feed, DESIGN §3.10): still
+ * compressed as sent (`contentEncoding` says how), never buffered. Whoever
+ * gets it must consume or destroy `body`; the connection is busy until then.
+ */
+export interface StreamedResponse {
+  url: URL;
+  status: number;
+  headers: IncomingHttpHeaders;
+  contentType: string | undefined;
+  contentEncoding: string | undefined;
+  body: Readable;
 }
 
 /** Marker of a value replaced in URLs shown to people. */
@@ -108,6 +123,8 @@ export class HttpClient {
   readonly origins: OriginPolicy;
   readonly limiter: RateLimiter;
   private readonly pools = new Map<string, Pool>();
+  /** Pools of streamed bodies: a feed holds its connection for the whole file, so never one that pages and enrichments need. */
+  private readonly streamPools = new Map<string, Pool>();
   private closed = false;
 
   constructor(private readonly options: HttpClientOptions) {
@@ -129,11 +146,30 @@ export class HttpClient {
    * `NETWORK`, `CONTRACT`), or the signal's reason when it aborted.
    */
   async send(url: URL, options: SendOptions): Promise<HttpResponse> {
+    return (await this.follow(url, options, false)) as HttpResponse;
+  }
+
+  /**
+   * Like {@link send}, but the 2xx body is not read: it is returned as a stream,
+   * still compressed (a feed reader undoes `Content-Encoding` itself, so nothing
+   * is decompressed twice), bounded by its reader. Rate limit, origin pinning,
+   * redirects, credentials, metrics and `requestMs` (up to the response headers;
+   * the body is bounded by undici's idle timeout of `requestMs`) are the same.
+   */
+  async sendStream(url: URL, options: SendOptions): Promise<StreamedResponse> {
+    return (await this.follow(url, options, true)) as StreamedResponse;
+  }
+
+  private async follow(
+    url: URL,
+    options: SendOptions,
+    stream: boolean,
+  ): Promise<HttpResponse | StreamedResponse> {
     let current = url;
     let hopOptions = options;
     this.origins.check(current, "request URL");
     for (let hop = 0; ; hop++) {
-      const response = await this.sendOnce(current, hopOptions);
+      const response = await this.sendOnce(current, hopOptions, stream);
       if (!("location" in response)) return response;
       // 307/308 repeat the request as it was; 301/302/303 after a POST continue as a GET (RFC 9110 §15.4).
       if (response.status !== 307 && response.status !== 308 && hopOptions.method === "POST") {
@@ -154,24 +190,26 @@ export class HttpClient {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    const pools = [...this.pools.values()];
+    const pools = [...this.pools.values(), ...this.streamPools.values()];
     this.pools.clear();
+    this.streamPools.clear();
     await Promise.all(pools.map((p) => p.destroy().catch(() => {})));
   }
 
-  private pool(origin: string): Pool {
+  private pool(origin: string, stream = false): Pool {
     if (this.closed) throw new IngestionError("SHUTDOWN", "connector is closed");
-    let pool = this.pools.get(origin);
+    const pools = stream ? this.streamPools : this.pools;
+    let pool = pools.get(origin);
     if (!pool) {
       const { rateLimit, timeouts } = this.options.definition;
       pool = new Pool(origin, {
-        connections: rateLimit.maxConcurrency,
+        connections: stream ? 1 : rateLimit.maxConcurrency,
         connect: { timeout: timeouts.connectMs, rejectUnauthorized: true },
         headersTimeout: timeouts.requestMs,
         bodyTimeout: timeouts.requestMs,
         keepAliveTimeout: 10_000,
       });
-      this.pools.set(origin, pool);
+      pools.set(origin, pool);
     }
     return pool;
   }
@@ -180,7 +218,8 @@ export class HttpClient {
   private async sendOnce(
     url: URL,
     options: SendOptions,
-  ): Promise<HttpResponse | { location: string; status: number }> {
+    stream = false,
+  ): Promise<HttpResponse | StreamedResponse | { location: string; status: number }> {
     const { supplier, metrics, clock, definition } = this.options;
     const method = options.method ?? "GET";
     const primary = this.origins.isPrimary(url);
@@ -193,8 +232,10 @@ export class HttpClient {
     let bytes = 0;
     let failure: unknown;
     const release = await this.limiter.acquire(options.signal);
-    // requestMs bounds headers and body together; undici's own timeouts are per phase/idle gap.
+    // requestMs bounds headers and body together (a stream: the headers); undici's own timeouts are per
+    // phase/idle gap. `timer` aborts only when the time is up; `timerDone` cancels the countdown.
     const timer = new AbortController();
+    const timerDone = new AbortController();
     const timedOut = new IngestionError(
       "NETWORK",
       `request timed out after ${definition.timeouts.requestMs} ms`,
@@ -202,7 +243,7 @@ export class HttpClient {
         retryable: true,
       },
     );
-    clock.sleep(definition.timeouts.requestMs, timer.signal).then(
+    clock.sleep(definition.timeouts.requestMs, timerDone.signal).then(
       () => timer.abort(timedOut),
       () => {},
     );
@@ -219,7 +260,7 @@ export class HttpClient {
       };
       if (options.body !== undefined) headers["content-type"] = options.body.contentType;
       const sentConditional = addConditionalHeaders(headers, options.conditional);
-      const res = await this.pool(url.origin)
+      const res = await this.pool(url.origin, stream)
         .request({
           method,
           path: `${target.pathname}${target.search}`,
@@ -246,18 +287,32 @@ export class HttpClient {
           parseRetryAfter(headerText(res.headers["retry-after"]), clock.now()),
         );
       }
-      const declared = Number(headerText(res.headers["content-length"]));
-      if (Number.isFinite(declared) && declared > definition.maxResponseBytes) {
-        res.body.destroy();
-        throw tooLarge(definition.maxResponseBytes, `declares ${declared} bytes`);
+      if (stream) {
+        return {
+          url,
+          status: res.statusCode,
+          headers: res.headers,
+          contentType: headerText(res.headers["content-type"]),
+          contentEncoding: headerText(res.headers["content-encoding"]),
+          body: res.body,
+        };
       }
-      const body = await readLimited(
-        res.body,
-        headerText(res.headers["content-encoding"]),
-        definition.maxResponseBytes,
-      ).catch((err: unknown) => {
-        throw this.failure(err, options.signal, timer.signal);
-      });
+      // A feed connector's 4 GiB default bounds its feed; its other bodies (logins, enrichments,
+      // export polls) are read whole and keep the default of a body read whole.
+      const maxBytes =
+        definition.maxResponseBytes === STREAMED_MAX_RESPONSE_BYTES
+          ? DEFAULT_MAX_RESPONSE_BYTES
+          : definition.maxResponseBytes;
+      const declared = Number(headerText(res.headers["content-length"]));
+      if (Number.isFinite(declared) && declared > maxBytes) {
+        res.body.destroy();
+        throw tooLarge(maxBytes, `declares ${declared} bytes`);
+      }
+      const body = await readLimited(res.body, headerText(res.headers["content-encoding"]), maxBytes).catch(
+        (err: unknown) => {
+          throw this.failure(err, options.signal, timer.signal);
+        },
+      );
       bytes = body.length;
       return {
         url,
@@ -270,7 +325,7 @@ export class HttpClient {
       failure = err;
       throw err;
     } finally {
-      timer.abort();
+      timerDone.abort();
       release();
       const ms = clock.now() - started;
       metrics.httpRequests.inc({ supplier, code });

@@ -39,6 +39,8 @@ export interface CreateConnectorOptions {
    * `loadConnector` (config/connector-module.ts); required for such a definition.
    */
   module?: ConnectorModule | undefined;
+  /** Where zip archives of feeds are spooled (DESIGN §3.10); `os.tmpdir()`, so `TMPDIR`, by default. */
+  spoolDir?: string | undefined;
 }
 
 /**
@@ -71,7 +73,7 @@ export function createConnector(options: CreateConnectorOptions): Connector {
     const lib = connectorModuleLib(options.definition);
     return checkedConnector(moduleName, factory(transport, options.definition.settings ?? {}, lib));
   }
-  return createDeclarativeConnector(transport, { database: options.database });
+  return createDeclarativeConnector(transport, { database: options.database, spoolDir: options.spoolDir });
 }
 
 /** A module's connector, checked to have the `Connector` contract's methods. */

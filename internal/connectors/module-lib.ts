@@ -1,4 +1,4 @@
-import { type ConnectorDefinition, connectorDefinitionSchema } from "../config/connector-schema.js";
+import { type ConnectorDefinition, fieldsSchema } from "../config/connector-schema.js";
 import { formatSchemaIssues } from "../config/connectors.js";
 import type { Offer, Reject } from "../ingestion/ports.js";
 import { ConfigError, IngestionError } from "../platform/errors.js";
@@ -38,8 +38,6 @@ export interface ConnectorModuleLib {
   /** Throw from the module's factory for bad `settings`; the connector is then invalid. */
   ConfigError: typeof ConfigError;
 }
-
-const fieldsSchema = connectorDefinitionSchema.shape.fields.unwrap();
 
 /** The lib of one connector, bound to its definition's limits. */
 export function connectorModuleLib(def: ConnectorDefinition): ConnectorModuleLib {

@@ -18,6 +18,7 @@ import {
   type HttpResponse,
   type RequestEvent,
   type SendOptions,
+  type StreamedResponse,
   validatorsOf,
 } from "./http-client.js";
 import { classifyStatus, parseRetryAfter, retryReason, runWithRetries } from "./retry-policy.js";
@@ -71,6 +72,8 @@ export type ConditionalFetch<T> = { attempts: number; validators: ResponseValida
   | { notModified: false; value: T }
   | { notModified: true }
 );
+/** A request whose 2xx body is handed over as a stream (a feed, DESIGN §3.10). */
+export type StreamFetch = Omit<PageFetch<never>, "decode">;
 
 /** A response matched `auth.expiredWhen`: log in once more and repeat. Never retried as such. */
 class CredentialsExpired extends IngestionError {
@@ -142,13 +145,34 @@ export class Transport {
    * a second expiry in a row is `AUTH`. Resolves with the value and the
    * requests it took; a failure carries them in `IngestionError.attempts`.
    */
-  async fetchPage<T>(request: PageFetch<T>): Promise<{ value: T; attempts: number }> {
+  fetchPage<T>(request: PageFetch<T>): Promise<{ value: T; attempts: number }> {
+    return this.fetch(request, false);
+  }
+
+  /**
+   * Opens a streamed body ({@link HttpClient.sendStream}) with everything
+   * {@link fetchPage} does up to the response headers: rate limit, credentials
+   * (only on the baseUrl origin), session expiry, status conditions of `errors`
+   * (a streamed body is not read for conditions), retries within
+   * `timeouts.pageMs`. Once the headers are in, the body is the caller's: a
+   * failure while reading it is not retried (the file cannot be resumed).
+   */
+  openStream(request: StreamFetch): Promise<{ value: StreamedResponse; attempts: number }> {
+    return this.fetch({ ...request, decode: () => undefined as never }, true) as Promise<{
+      value: StreamedResponse;
+      attempts: number;
+    }>;
+  }
+
+  private async fetch<T>(request: PageFetch<T>, stream: boolean): Promise<{ value: T; attempts: number }> {
     const pageMs = this.options.definition.timeouts.pageMs;
     const { clock } = this.options;
+    // `deadline` aborts only when the time is up (a streamed body outlives this call); `deadlineDone` ends the countdown.
     const deadline = new AbortController();
+    const deadlineDone = new AbortController();
     const deadlineError = () =>
       new IngestionError("DEADLINE", `page ${request.seq} exceeded timeouts.pageMs (${pageMs} ms)`);
-    clock.sleep(pageMs, deadline.signal).then(
+    clock.sleep(pageMs, deadlineDone.signal).then(
       () => deadline.abort(deadlineError()),
       () => {},
     );
@@ -201,6 +225,7 @@ export class Transport {
             counter,
             generation: credentials.generation,
             check: request.decode,
+            stream,
           });
           return { value, attempts: counter.attempts };
         } catch (err) {
@@ -225,7 +250,7 @@ export class Transport {
       }
       throw err;
     } finally {
-      deadline.abort();
+      deadlineDone.abort();
     }
   }
 
@@ -273,14 +298,17 @@ export class Transport {
     beforeAttempt?: (signal: AbortSignal) => Promise<void>;
     afterAttempt?: () => void;
     check: (response: HttpResponse) => T;
+    /** Resolve with the {@link StreamedResponse} itself, its body unread. */
+    stream?: boolean;
   }): Promise<T> {
     const { definition, clock, random, metrics, supplier } = this.options;
     return runWithRetries(
       async () => {
         await x.beforeAttempt?.(x.signal);
-        let response: HttpResponse;
+        let response: HttpResponse | StreamedResponse;
+        const send = x.stream ? this.http.sendStream.bind(this.http) : this.http.send.bind(this.http);
         try {
-          response = await this.http.send(x.url, {
+          response = await send(x.url, {
             ...x.send,
             passStatuses: this.passStatuses,
             signal: x.signal,
@@ -298,7 +326,18 @@ export class Transport {
           x.afterAttempt?.();
         }
         // A 304 answers a conditional request (§3.11): no body for the conditions to judge.
-        if (response.status === 304 && x.send.conditional) return x.check(response);
+        if (response.status === 304 && x.send.conditional && !("contentEncoding" in response))
+          return x.check(response);
+        if ("contentEncoding" in response) {
+          const streamed = response;
+          try {
+            this.inspect({ ...streamed, body: Buffer.alloc(0) }, x.generation);
+          } catch (err) {
+            streamed.body.destroy();
+            throw err;
+          }
+          return streamed as T;
+        }
         this.inspect(response, x.generation);
         return x.check(response);
       },

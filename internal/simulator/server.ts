@@ -2,6 +2,13 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { Socket } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
 import { handleAdmin } from "./admin.js";
+import {
+  EXPORT_CREATE_ROUTE,
+  EXPORT_POLL_ROUTE,
+  exportJobs,
+  serveExportFile,
+  serveExportRoute,
+} from "./export-jobs.js";
 import { FEED_ROUTE, serveFeed } from "./feeds.js";
 import { serveProfile } from "./profiles.js";
 import { sendJson } from "./respond.js";
@@ -159,6 +166,12 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
       await handleOffers(req, res, state, url, feed[2]);
       return;
     }
+    if (state && route !== undefined && (EXPORT_CREATE_ROUTE.test(route) || EXPORT_POLL_ROUTE.test(route))) {
+      await handleOffers(req, res, state, url, undefined, () => {
+        serveExportRoute(state, req, res, route, url, filesUrl);
+      });
+      return;
+    }
     if (state?.profile && route !== undefined && route !== "/v1/offers" && route !== state.issuer?.path) {
       const profile = state.profile;
       await handleOffers(req, res, state, url, undefined, () => {
@@ -181,10 +194,17 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
       else res.destroy();
     });
   });
-  server.on("connection", (socket) => {
-    sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
+  // Export jobs' files come from a second origin, as pre-signed downloads do.
+  const files = createServer((req, res) => {
+    serveExportFile((name) => suppliers.get(name), req, res, now).catch(() => res.destroy());
   });
+  for (const s of [server, files]) {
+    s.on("connection", (socket) => {
+      sockets.add(socket);
+      socket.once("close", () => sockets.delete(socket));
+    });
+  }
+  let filesUrl = "";
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -198,6 +218,14 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
   const port = address.port;
   const urlHost = host.includes(":") ? `[${host}]` : host;
   const url = `http://${urlHost}:${port}`;
+  await new Promise<void>((resolve, reject) => {
+    files.once("error", reject);
+    files.listen(options.filesPort ?? 0, host, () => {
+      files.off("error", reject);
+      resolve();
+    });
+  });
+  filesUrl = `http://${urlHost}:${(files.address() as { port: number }).port}`;
 
   let closed: Promise<void> | undefined;
   return {
@@ -214,10 +242,17 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
       return catalog.slice(0, catalog.liveCount);
     },
     liveCount: (name) => lookup(name).catalog.liveCount,
+    filesUrl,
+    exportJobs: (name) => exportJobs(lookup(name)),
     close() {
       closed ??= new Promise<void>((resolve) => {
         closing.abort();
-        server.close(() => resolve());
+        let open = 2;
+        const done = () => {
+          if (--open === 0) resolve();
+        };
+        server.close(done);
+        files.close(done);
         for (const socket of sockets) socket.destroy();
       });
       return closed;

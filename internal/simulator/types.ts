@@ -241,13 +241,29 @@ export interface Simulator {
   offers(name: string): SimulatorRecord[];
   /** Number of live offers. */
   liveCount(name: string): number;
+  /** The file server, a second loopback origin (`http://127.0.0.1:<port>`) serving export jobs' files. */
+  readonly filesUrl: string;
+  /** A supplier's export jobs (see `export-jobs.ts`), oldest first. */
+  exportJobs(name: string): SimExportJob[];
   /** Ends hanging requests and open sockets; safe to call twice. */
   close(): Promise<void>;
+}
+
+/** An export job of the simulator (`export-jobs.ts`). */
+export interface SimExportJob {
+  id: string;
+  /** The `<template>` of `POST /api/v1/job/create/<template>`. */
+  template: string;
+  polls: number;
+  /** One entry per download of its file: what carried credentials (empty: none arrived). */
+  downloads: { credentials: string[] }[];
 }
 
 export interface StartSimulatorOptions {
   /** 0 (default) picks a free port. */
   port?: number;
+  /** Port of the file server (export downloads); 0 (default) picks a free one. */
+  filesPort?: number;
   /** Default 127.0.0.1. */
   host?: string;
   suppliers?: Record<string, SimulatorSupplierOptions>;

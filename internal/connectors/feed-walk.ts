@@ -1,0 +1,155 @@
+import type { ConnectorDefinition } from "../config/connector-schema.js";
+import { type FeedFormat, readFeed } from "../feeds/index.js";
+import type { FeedBatch } from "../feeds/types.js";
+import type { Page, Reject, WalkContext } from "../ingestion/ports.js";
+import { isIngestionError } from "../platform/errors.js";
+import type { Enricher } from "./enrich.js";
+import type { CompiledFields } from "./field-spec.js";
+import { normalizeRecords } from "./normalize.js";
+import type { Transport } from "./transport.js";
+
+/**
+ * A streamed feed walk (DESIGN §3.10): the one request of the walk (or the
+ * export job's download, §3.12) is opened as a stream and read by
+ * {@link readFeed}; every batch of `format.pageSize` records is one step,
+ * mapped by the compiled fields (and enriched) like any page.
+ *
+ * Steps stream with a prefetch of one, as paged walks do: batch N+1 is read
+ * and enriched while the consumer stores step N, never further ahead, so
+ * memory is bounded by two steps whatever the file's size, and a slow
+ * database slows the socket, not the heap.
+ *
+ * Failures: a batch that cannot be completed (a truncated gzip, a cut
+ * transfer, malformed XML, a decompression bomb) fails its own step; the
+ * steps before it were yielded, so committed, and the walk is not complete,
+ * so nothing is delisted. The first step carries the requests that opened
+ * the stream (and, for an export, created and polled the job).
+ */
+
+export interface FeedWalkOptions {
+  transport: Transport;
+  def: ConnectorDefinition;
+  format: FeedFormat;
+  fields: CompiledFields;
+  enrich: Enricher | undefined;
+  ctx: WalkContext;
+  /** The walk's signal: ends the read (and the socket) when it aborts. */
+  signal: AbortSignal;
+  url: URL;
+  /** Configured headers (sent to the baseUrl origin only, with credentials). */
+  headers: Record<string, string>;
+  method?: "GET" | "POST";
+  body?: { contentType: string; data: string };
+  /** Requests made before this one (an export job's create and polls): counted into the first step. */
+  attemptsBefore?: number;
+  /** Where a zip archive is spooled; `os.tmpdir()` (so `TMPDIR`) by default. */
+  spoolDir?: string | undefined;
+  /** Request step N+1 while step N is stored (`WalkContext.prefetch`). */
+  prefetch: boolean;
+}
+
+const ACCEPT: Record<FeedFormat["type"], string> = {
+  xml: "application/xml, text/xml;q=0.9, */*;q=0.8",
+  csv: "text/csv, text/plain;q=0.9, */*;q=0.8",
+  jsonl: "application/x-ndjson, application/jsonl;q=0.9, */*;q=0.8",
+  json: "application/json, */*;q=0.8",
+};
+
+interface Step {
+  page: Page;
+  /** False once the file ended: this was its last step. */
+  more: boolean;
+}
+
+export async function* walkFeed(o: FeedWalkOptions): AsyncGenerator<Page> {
+  const { transport, def, format, ctx, signal } = o;
+  let seq = 1;
+  const opened = await transport.openStream({
+    url: o.url,
+    seq,
+    ctx,
+    signal,
+    headers: o.headers,
+    accept: ACCEPT[format.type],
+    ...(o.method ? { method: o.method } : {}),
+    ...(o.body ? { body: o.body } : {}),
+  });
+  const response = opened.value;
+  let attempts = (o.attemptsBefore ?? 0) + opened.attempts;
+  const batches = readFeed(response.body, {
+    format,
+    // In force: the definition's, else its format's default (the schema resolved it).
+    maxBytes: def.maxResponseBytes,
+    contentEncoding: response.contentEncoding,
+    contentType: response.contentType,
+    signal,
+    recordsPath: def.records.path,
+    maxJsonDepth: def.maxJsonDepth,
+    spoolDir: o.spoolDir,
+  });
+
+  /** Reads the next batch and makes it a step; `null` past the end of the file. */
+  const readStep = async (n: number): Promise<Step | null> => {
+    const next = await batches.next();
+    if (next.done) return null;
+    const page = await toPage(next.value, n, attempts, o);
+    attempts = 0;
+    return { page, more: true };
+  };
+  const start = (n: number): Promise<Step | null> => {
+    const pending = readStep(n);
+    // Marked handled now; the rejection is still seen when the loop awaits it.
+    pending.catch(() => {});
+    return pending;
+  };
+
+  try {
+    let pending: Promise<Step | null> | null = start(seq);
+    let yielded = 0;
+    while (pending !== null) {
+      let step: Step | null;
+      try {
+        step = await pending;
+      } catch (err) {
+        // Only the first step is charged the requests that opened the stream.
+        if (isIngestionError(err) && yielded > 0) err.attempts = 0;
+        else if (isIngestionError(err)) err.attempts = attempts + (err.attempts ?? 0);
+        throw err;
+      }
+      if (step === null) {
+        if (yielded === 0) {
+          // A file without records: one step without offers, so the walk ends like any complete one.
+          yield { seq, offers: [], rejects: [], httpAttempts: attempts, hasNext: false };
+        }
+        return;
+      }
+      seq++;
+      pending = o.prefetch ? start(seq) : null;
+      yielded++;
+      yield step.page;
+      if (!o.prefetch) pending = start(seq);
+    }
+  } finally {
+    // Ends the read if the walk stopped early: the socket first, so a batch being read fails at once.
+    if (!response.body.destroyed) response.body.destroy();
+    await batches.return(undefined).catch(() => {});
+  }
+}
+
+async function toPage(batch: FeedBatch, seq: number, attempts: number, o: FeedWalkOptions): Promise<Page> {
+  let enriched: Parameters<typeof normalizeRecords>[2];
+  let httpAttempts = attempts;
+  if (o.enrich !== undefined && batch.records.length > 0) {
+    try {
+      const result = await o.enrich(batch.records, { seq, ctx: o.ctx, signal: o.signal, values: {} });
+      enriched = result.values;
+      httpAttempts += result.attempts;
+    } catch (err) {
+      if (isIngestionError(err)) err.attempts = httpAttempts + (err.attempts ?? 0);
+      throw err;
+    }
+  }
+  const { offers, rejects } = normalizeRecords(batch.records, o.fields, enriched);
+  const unread: Reject[] = batch.rejects.map((r) => ({ reason: r.reason, raw: r.raw }));
+  return { seq, offers, rejects: unread.length > 0 ? [...unread, ...rejects] : rejects, httpAttempts };
+}
