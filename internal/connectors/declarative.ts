@@ -238,6 +238,7 @@ export function createDeclarativeConnector(
       headers,
       method: def.request.method,
       ...(plainBody ? { body: plainBody } : {}),
+      conditional: conditionalOf(def, ctx),
     });
   }
 

@@ -1,10 +1,11 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
 import { type FeedFormat, readFeed } from "../feeds/index.js";
 import type { FeedBatch } from "../feeds/types.js";
-import type { Page, Reject, WalkContext } from "../ingestion/ports.js";
+import type { ConditionalWalk, Page, Reject, WalkContext } from "../ingestion/ports.js";
 import { isIngestionError } from "../platform/errors.js";
 import type { Enricher } from "./enrich.js";
 import type { CompiledFields } from "./field-spec.js";
+import { validatorsOf } from "./http-client.js";
 import { normalizeRecords } from "./normalize.js";
 import type { Transport } from "./transport.js";
 
@@ -46,6 +47,11 @@ export interface FeedWalkOptions {
   spoolDir?: string | undefined;
   /** Request step N+1 while step N is stored (`WalkContext.prefetch`). */
   prefetch: boolean;
+  /**
+   * The walk's conditional state when the file is the walk's one request (DESIGN §3.11):
+   * its `previous` validators are sent back, a 304 ends the walk with no step.
+   */
+  conditional?: ConditionalWalk | undefined;
 }
 
 const ACCEPT: Record<FeedFormat["type"], string> = {
@@ -73,8 +79,18 @@ export async function* walkFeed(o: FeedWalkOptions): AsyncGenerator<Page> {
     accept: ACCEPT[format.type],
     ...(o.method ? { method: o.method } : {}),
     ...(o.body ? { body: o.body } : {}),
+    ...(o.conditional?.previous ? { conditional: o.conditional.previous } : {}),
   });
   const response = opened.value;
+  if (o.conditional) {
+    o.conditional.received = validatorsOf(response);
+    if (response.status === 304) {
+      // Not modified since the last succeeded run: nothing to read, no step.
+      response.body.destroy();
+      o.conditional.notModified = true;
+      return;
+    }
+  }
   let attempts = (o.attemptsBefore ?? 0) + opened.attempts;
   const batches = readFeed(response.body, {
     format,

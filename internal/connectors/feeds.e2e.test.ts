@@ -164,6 +164,51 @@ t.test(
   },
 );
 
+t.test(
+  "an unchanged streamed feed costs one request: 304, no step, nothing written or delisted",
+  async (t) => {
+    sim.configure("yml-304", { size: 120 });
+    const def = feedDefinition(
+      "yml-304",
+      "feed.yml",
+      { encoding: "windows-1251", compress: "gzip" },
+      { type: "xml", element: "offer", pageSize: 50 },
+      YML,
+    );
+    const first = await tick(t, "yml-304", def);
+    t.equal(first.outcome, "success", String(first.errorMessage));
+    t.equal((await steps(first.runId)).length, 3);
+    const second = await tick(t, "yml-304", def);
+    t.equal(second.outcome, "success", String(second.errorMessage));
+    t.same(await steps(second.runId), [], "no step");
+    const { rows } = await pool.query(
+      `select pages, records_seen, records_inserted, records_updated, records_unchanged, records_delisted,
+            etag is not null as has_etag,
+            (select count(*)::int from supplier_offer_observations o where o.run_id = r.id) as observations
+       from ingestion_runs r where id = $1`,
+      [second.runId],
+    );
+    t.same(rows[0], {
+      pages: 0,
+      records_seen: 0,
+      records_inserted: 0,
+      records_updated: 0,
+      records_unchanged: 120,
+      records_delisted: 0,
+      has_etag: true,
+      observations: 0,
+    });
+    t.same(sim.stats("yml-304").byStatus, { 200: 1, 304: 1 }, "the second run is one 304");
+    t.equal((await stored("yml-304")).filter((o) => o.delisted).length, 0, "nothing delisted");
+
+    sim.mutate("yml-304", { changePrices: 4 });
+    const third = await tick(t, "yml-304", def);
+    t.equal(third.outcome, "success");
+    t.equal((await steps(third.runId)).length, 3, "a changed feed is walked in full");
+    t.same(sim.stats("yml-304").byStatus, { 200: 2, 304: 1 });
+  },
+);
+
 t.test("CommerceML Предложение in windows-1251, zipped with a second file: zipEntry by glob", async (t) => {
   sim.configure("cml", { size: 120 });
   const result = await tick(

@@ -325,9 +325,11 @@ export class Transport {
         } finally {
           x.afterAttempt?.();
         }
-        // A 304 answers a conditional request (§3.11): no body for the conditions to judge.
-        if (response.status === 304 && x.send.conditional && !("contentEncoding" in response))
-          return x.check(response);
+        // A 304 answers a conditional request (§3.11): no body for the conditions to judge. A
+        // streamed one is handed over as it is: the feed walk reads its status and validators.
+        if (response.status === 304 && x.send.conditional) {
+          return "contentEncoding" in response ? (response as T) : x.check(response);
+        }
         if ("contentEncoding" in response) {
           const streamed = response;
           try {
