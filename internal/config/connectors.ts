@@ -1,10 +1,10 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { z } from "zod";
+import { checkAuthSecrets } from "../connectors/credentials.js";
 import { errorMessage } from "../platform/errors.js";
-import { safeText } from "../platform/redact.js";
+import type { SecretRegistry } from "../platform/redact.js";
 import { connectorDefinitionSchema } from "./connector-schema.js";
-import { checkAuthSecrets } from "./secrets.js";
 import { SUPPLIER_NAME } from "./suppliers.js";
 import type { Config, ConnectorStatus } from "./types.js";
 
@@ -51,14 +51,20 @@ function unwrapUnion(issue: z.core.$ZodIssue, prefix: PropertyKey[]): z.core.$Zo
 }
 
 function invalid(path: string, reason: string): ConnectorStatus {
-  return { status: "invalid", path, reason: safeText(reason, 1_000) };
+  return { status: "invalid", path, reason };
 }
 
 /**
  * Loads and validates the connector of one supplier, including a check that the
- * secrets it names can be resolved right now.
+ * secrets it names can be resolved right now (they are registered in `secrets`);
+ * the reason of an invalid one is log-safe (scrubbed with `secrets`, cut).
  */
-export function loadConnector(config: Config, name: string): ConnectorStatus {
+export function loadConnector(config: Config, name: string, secrets: SecretRegistry): ConnectorStatus {
+  const status = readConnector(config, name, secrets);
+  return status.status === "invalid" ? { ...status, reason: secrets.safeText(status.reason, 1_000) } : status;
+}
+
+function readConnector(config: Config, name: string, secrets: SecretRegistry): ConnectorStatus {
   // The name becomes a file name: never let anything but a valid supplier name reach the file system.
   if (!SUPPLIER_NAME.test(name)) {
     return invalid(config.connectorsDir, `supplier name ${JSON.stringify(name)} is not valid`);
@@ -84,7 +90,11 @@ export function loadConnector(config: Config, name: string): ConnectorStatus {
   const parsed = connectorDefinitionSchema.safeParse(json);
   if (!parsed.success) return invalid(path, formatSchemaIssues(parsed.error.issues));
   try {
-    checkAuthSecrets(parsed.data.auth, config);
+    checkAuthSecrets(parsed.data.auth, {
+      connectorsDir: config.connectorsDir,
+      readSecretEnv: config.readSecretEnv,
+      secrets,
+    });
   } catch (err) {
     return invalid(path, errorMessage(err));
   }
@@ -92,8 +102,12 @@ export function loadConnector(config: Config, name: string): ConnectorStatus {
 }
 
 /** {@link loadConnector} for each supplier name, in order. */
-export function loadConnectors(config: Config, supplierNames: string[]): Map<string, ConnectorStatus> {
+export function loadConnectors(
+  config: Config,
+  supplierNames: string[],
+  secrets: SecretRegistry,
+): Map<string, ConnectorStatus> {
   const statuses = new Map<string, ConnectorStatus>();
-  for (const name of supplierNames) statuses.set(name, loadConnector(config, name));
+  for (const name of supplierNames) statuses.set(name, loadConnector(config, name, secrets));
   return statuses;
 }

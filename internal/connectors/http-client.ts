@@ -3,10 +3,10 @@ import { Duplex, PassThrough, pipeline, type Readable, type Transform, Writable 
 import { createBrotliDecompress, createGunzip, createInflate, createInflateRaw } from "node:zlib";
 import { Pool } from "undici";
 import type { ConnectorDefinition } from "../config/connector-schema.js";
+import type { Metrics } from "../observability/metrics.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage, IngestionError, isIngestionError } from "../platform/errors.js";
-import type { Metrics } from "../platform/metrics.js";
-import { safeText } from "../platform/redact.js";
+import type { SecretRegistry } from "../platform/redact.js";
 import { OriginPolicy } from "./origin.js";
 import { RateLimiter } from "./rate-limiter.js";
 import { classifyNetworkError, classifyStatus, parseRetryAfter } from "./retry-policy.js";
@@ -30,6 +30,8 @@ export interface HttpClientOptions {
   definition: TransportDefinition;
   metrics: Metrics;
   clock: Clock;
+  /** Scrubs the URLs and errors told to `observer`. */
+  secrets: SecretRegistry;
   /** Told of every HTTP request sent, after it ended (`preview` lists them). */
   observer?: (event: RequestEvent) => void;
 }
@@ -269,12 +271,12 @@ export class HttpClient {
       if (this.options.observer || options.onEvent) {
         const event: RequestEvent = {
           method,
-          url: safeText(displayUrl(target, Object.keys(secretQuery))),
+          url: this.options.secrets.safeText(displayUrl(target, Object.keys(secretQuery))),
           status,
           bytes,
           ms,
         };
-        if (failure !== undefined) event.error = safeText(errorMessage(failure), 500);
+        if (failure !== undefined) event.error = this.options.secrets.safeText(errorMessage(failure), 500);
         this.options.observer?.(event);
         options.onEvent?.(event);
       }
