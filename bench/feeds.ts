@@ -16,7 +16,7 @@
  *   embedded one): a first load of every offer.
  * Reported: rows/s of all three (same run, same machine), `feed` and `pipeline` as a
  * fraction of `bare`, and each child's peak RSS (`process.resourceUsage().maxRSS`);
- * the children tune the heap as the daemon does (`tuneHeapGrowth`). Targets, for
+ * the children run with the image's heap flags (bench/node-flags.ts). Targets, for
  * `feed` and `pipeline` alike: peak RSS ≤ 160 MB, and the 1M walk's within 20 % of
  * the 100k walk's.
  *
@@ -38,8 +38,8 @@ import { SaxesParser } from "saxes";
 import { normalizeRecords } from "../internal/connectors/normalize.js";
 import { formatSchema } from "../internal/feeds/format-schema.js";
 import { readFeed } from "../internal/feeds/read-feed.js";
-import { tuneHeapGrowth } from "../internal/platform/heap.js";
 import { runMain } from "./child-main.js";
+import { heapFlags } from "./node-flags.js";
 
 // The children measure their peak RSS: the parent's modules (simulator, undici) are
 // imported only by the parent, so they are not in the figures.
@@ -107,9 +107,13 @@ async function walkBare(file: string): Promise<WalkReport> {
 
 function runChild(mode: "feed" | "bare", file: string): Promise<WalkReport> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--child", mode, file], {
-      stdio: ["ignore", "pipe", "inherit"],
-    });
+    const child = spawn(
+      process.execPath,
+      [...heapFlags(), fileURLToPath(import.meta.url), "--child", mode, file],
+      {
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
     let out = "";
     child.stdout.on("data", (c: Buffer) => {
       out += c.toString();
@@ -199,9 +203,6 @@ async function main(): Promise<unknown> {
   const argv = process.argv.slice(2);
   const child = option(argv, "--child");
   if (child === "feed" || child === "bare") {
-    // As the daemon runs (cmd/supplier-sync/main.ts): steps promoted to the old
-    // generation die there, and V8's default growth would ratchet the heap up.
-    tuneHeapGrowth();
     const file = argv[argv.indexOf("--child") + 2]!;
     return child === "feed" ? walkFeed(file) : walkBare(file);
   }

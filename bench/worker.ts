@@ -4,11 +4,11 @@
  * (`buildApp` → connector over loopback HTTP → runTick → store), run as a child so
  * its peak RSS is its own. Reads its environment from argv[2] (JSON, the same
  * variables the daemon reads), never from `process.env`; prints one JSON line.
+ * Spawned with the image's heap flags (bench/node-flags.ts, bench/child.ts).
  */
 import { buildApp } from "../internal/app/app.js";
 import { loadConfig } from "../internal/config/env.js";
 import type { TickResult } from "../internal/ingestion/tick.js";
-import { tuneHeapGrowth } from "../internal/platform/heap.js";
 import { runMain } from "./child-main.js";
 
 /** The line the worker prints on stdout. */
@@ -21,8 +21,6 @@ export interface WorkerReport {
 }
 
 async function main(): Promise<WorkerReport> {
-  // As cmd/supplier-sync/main.ts does first thing.
-  tuneHeapGrowth();
   const env = JSON.parse(process.argv[2] ?? "{}") as Record<string, string>;
   const config = loadConfig(env, process.cwd());
   const app = buildApp(config);

@@ -11,6 +11,7 @@ import type { Simulator } from "../../internal/simulator/types.js";
 import { DAEMON, exitOf, PROJECT_ROOT, writeConnectors } from "../child.js";
 import { resetTables } from "../database.js";
 import { type Measurement, measurement, median } from "../measure.js";
+import { heapFlags } from "../node-flags.js";
 import type { CaseContext } from "./context.js";
 
 const SUPPLIERS = 1_000;
@@ -67,7 +68,11 @@ export async function measureSchedulerIdle(ctx: CaseContext, sim: Simulator): Pr
       SUPPLIER_SYNC_HTTP_ADDR: "127.0.0.1:0",
       SUPPLIER_SYNC_LOG_LEVEL: "warn",
     };
-    const daemon = spawn(process.execPath, [DAEMON], { cwd: PROJECT_ROOT, env, stdio: "ignore" });
+    const daemon = spawn(process.execPath, [...heapFlags(), DAEMON], {
+      cwd: PROJECT_ROOT,
+      env,
+      stdio: "ignore",
+    });
     let exited = false;
     const exit = exitOf(
       daemon,

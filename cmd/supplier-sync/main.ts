@@ -10,14 +10,12 @@ import { loadConfig, redactDatabaseUrl } from "../../internal/config/env.js";
 import type { Config, SupplierConfig } from "../../internal/config/types.js";
 import { probeSessionPinning, transactionPoolerMessage } from "../../internal/lease/probe.js";
 import { ConfigError, errorMessage, InfraError } from "../../internal/platform/errors.js";
-import { tuneHeapGrowth } from "../../internal/platform/heap.js";
 import { createLogger } from "../../internal/platform/logger.js";
-import { safeText } from "../../internal/platform/redact.js";
+import { SecretRegistry } from "../../internal/platform/redact.js";
 import { readVersion } from "../../internal/platform/version.js";
 import { formatPreview, previewConnector } from "../../internal/preview/preview.js";
 import { createPool } from "../../internal/store/db.js";
 import { formatRunsTable, withDuration } from "../../internal/store/format-runs.js";
-import { listRuns } from "../../internal/store/run-queries.js";
 import { type Command, parseArgs, USAGE } from "./cli.js";
 
 const EXIT_OK = 0;
@@ -35,6 +33,12 @@ function selectSuppliers(config: Config, names: string[]): SupplierConfig[] {
   });
 }
 
+/**
+ * The process's redaction registry: created here, handed to every logger, app and
+ * report of this command, and used for the last-resort error line in {@link main}.
+ */
+const secrets = new SecretRegistry();
+
 async function run(command: Command): Promise<number> {
   if (command.kind === "help") {
     process.stdout.write(`${USAGE}\n`);
@@ -51,8 +55,9 @@ async function run(command: Command): Promise<number> {
     const statuses = await loadConnectors(
       config,
       config.suppliers.map((s) => s.name),
+      secrets,
     );
-    const { text, ok } = formatCheckConfig(config, statuses);
+    const { text, ok } = formatCheckConfig(config, statuses, secrets);
     process.stdout.write(`${text}\n`);
     if (config.databaseUrl && config.lease === "advisory") await checkSessionPinning(config.databaseUrl);
     return ok ? EXIT_OK : EXIT_CONFIG;
@@ -63,7 +68,8 @@ async function run(command: Command): Promise<number> {
   const logToStderr = command.kind === "runs";
   const pretty = !config.production && (logToStderr ? process.stderr : process.stdout).isTTY === true;
   const app = buildApp(config, {
-    log: createLogger({ level: config.logLevel, pretty, stderr: logToStderr }),
+    secrets,
+    log: createLogger({ level: config.logLevel, secrets, pretty, stderr: logToStderr }),
   });
   if (command.kind === "daemon") return runDaemon(app);
 
@@ -75,8 +81,7 @@ async function run(command: Command): Promise<number> {
       return EXIT_OK;
     }
     if (command.kind === "runs") {
-      const pool = await app.open();
-      const rows = await listRuns(pool, { supplier: command.supplier, limit: command.limit });
+      const rows = await app.listRuns({ supplier: command.supplier, limit: command.limit });
       process.stdout.write(
         command.json ? `${JSON.stringify(rows.map(withDuration), null, 2)}\n` : `${formatRunsTable(rows)}\n`,
       );
@@ -98,22 +103,23 @@ async function run(command: Command): Promise<number> {
 /** `preview`: no database, no lease; logs go to stderr so stdout is the report alone. */
 async function runPreview(command: Extract<Command, { kind: "preview" }>): Promise<number> {
   const config = loadConfig(process.env, process.cwd(), { suppliers: "optional" });
-  const status = await loadConnector(config, command.name);
+  const status = await loadConnector(config, command.name, secrets);
   if (status.status === "missing") {
     throw new ConfigError(`no connector definition for "${command.name}" at ${status.path}`);
   }
   if (status.status === "invalid") throw new ConfigError(`${status.path}: ${status.reason}`);
-  const log = createLogger({ level: config.logLevel, stderr: true });
+  const log = createLogger({ level: config.logLevel, secrets, stderr: true });
   const { report, ok } = await previewConnector({
     supplier: command.name,
     definition: status.definition,
     module: status.module,
     connectorsDir: config.connectorsDir,
     readSecretEnv: config.readSecretEnv,
+    secrets,
     steps: command.steps,
     log,
   });
-  process.stdout.write(`${formatPreview(report, command.json)}\n`);
+  process.stdout.write(`${formatPreview(report, command.json, secrets)}\n`);
   return ok ? EXIT_OK : EXIT_TICK_FAILED;
 }
 
@@ -131,7 +137,7 @@ async function checkSessionPinning(url: string): Promise<void> {
   } catch (err) {
     if (err instanceof InfraError) throw err;
     process.stdout.write(
-      `database: not checked, unreachable (${safeText(redactDatabaseUrl(errorMessage(err)))})\n`,
+      `database: not checked, unreachable (${secrets.safeText(redactDatabaseUrl(errorMessage(err)))})\n`,
     );
   } finally {
     await pool.end().catch(() => {});
@@ -194,7 +200,6 @@ function exitCodeOf(err: unknown): number {
 }
 
 async function main(): Promise<void> {
-  tuneHeapGrowth();
   let code: number;
   try {
     code = await run(parseArgs(process.argv.slice(2)));
@@ -206,7 +211,7 @@ async function main(): Promise<void> {
         : code === EXIT_INFRA
           ? "infrastructure unavailable"
           : "error";
-    process.stderr.write(`supplier-sync: ${kind}: ${safeText(errorMessage(err))}\n`);
+    process.stderr.write(`supplier-sync: ${kind}: ${secrets.safeText(errorMessage(err))}\n`);
   }
   process.exit(code);
 }

@@ -14,10 +14,11 @@ import { type ConnectorSlot, runTick, type TickResult } from "../ingestion/tick.
 import { acquireLease } from "../lease/lease.js";
 import { assertSessionPinning } from "../lease/probe.js";
 import { tryTableLease } from "../lease/table-lease.js";
+import { createMetrics, type Metrics } from "../observability/metrics.js";
 import { type Clock, OffsetClock, systemClock } from "../platform/clock.js";
 import { ConfigError, errorMessage, InfraError, IngestionError } from "../platform/errors.js";
 import { createLogger, type Logger } from "../platform/logger.js";
-import { createMetrics, type Metrics } from "../platform/metrics.js";
+import { SecretRegistry } from "../platform/redact.js";
 import { readVersion } from "../platform/version.js";
 import { DatabaseClock } from "../scheduler/database-clock.js";
 import { Scheduler } from "../scheduler/scheduler.js";
@@ -26,7 +27,8 @@ import { createHealthServer, type HealthServer } from "../server/server.js";
 import { createPool } from "../store/db.js";
 import { databaseClockTimestamp } from "../store/db-clock.js";
 import { runMigrations } from "../store/migrate.js";
-import { lastSuccesses } from "../store/run-queries.js";
+import { lastSuccesses, listRuns } from "../store/run-queries.js";
+import type { RunRow } from "../store/runs.js";
 import * as store from "../store/runs.js";
 import { type EmbeddedDatabase, startEmbeddedDatabase } from "./embedded-db.js";
 
@@ -37,6 +39,12 @@ export interface AppOverrides {
   /** The host clock (durations, deadlines); the scheduler runs on it plus its offset to the database. */
   clock?: Clock;
   timer?: OneShotTimer;
+  /**
+   * The process's redaction registry: connectors register the secrets they resolve,
+   * the logger and the console scrub them. Pass the one `log` was created with.
+   */
+  secrets?: SecretRegistry;
+  /** A logger created with `secrets` (it scrubs what they register). */
   log?: Logger;
   metrics?: Metrics;
   /** Where the embedded dev database keeps its data (`.data`). */
@@ -47,9 +55,12 @@ export interface App {
   readonly state: AppState;
   readonly log: Logger;
   readonly metrics: Metrics;
+  readonly secrets: SecretRegistry;
   readonly health: HealthServer | undefined;
   /** Opens the database and migrates; the one-shot commands stop here. */
   open(): Promise<pg.Pool>;
+  /** The latest runs, newest first (`supplier-sync runs`); opens the database like `open()`. */
+  listRuns(filter: { supplier?: string | undefined; limit: number }): Promise<RunRow[]>;
   /** Runs the daemon: health server first, then the tickers. */
   start(): Promise<void>;
   /** One tick per selected supplier, concurrently (`--tick-once`). */
@@ -61,7 +72,13 @@ export interface App {
 export function buildApp(config: Config, overrides: AppOverrides = {}): App {
   const hostClock = overrides.clock ?? systemClock;
   const clock = config.testClockSkewMs ? new OffsetClock(hostClock, config.testClockSkewMs) : hostClock;
-  const log = overrides.log ?? createLogger({ level: config.logLevel });
+  if (overrides.log && !overrides.secrets) {
+    throw new Error(
+      "buildApp: a log override needs the SecretRegistry it was created with (overrides.secrets)",
+    );
+  }
+  const secrets = overrides.secrets ?? new SecretRegistry();
+  const log = overrides.log ?? createLogger({ level: config.logLevel, secrets });
   const metrics = overrides.metrics ?? createMetrics();
   const owner: RunOwner = { hostname: hostname(), pid: process.pid, bootId: randomUUID() };
   const enabled = config.suppliers.filter((s) => s.enabled);
@@ -84,6 +101,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
     const statuses = await loadConnectors(
       config,
       enabled.map((s) => s.name),
+      secrets,
     );
     for (const s of enabled) {
       const status = statuses.get(s.name);
@@ -103,6 +121,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
           definition: status.definition,
           connectorsDir: config.connectorsDir,
           readSecretEnv: config.readSecretEnv,
+          secrets,
           log: log.child({ supplier: s.name }),
           metrics,
           clock,
@@ -184,10 +203,15 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
     },
     log,
     metrics,
+    secrets,
     get health() {
       return health;
     },
     open,
+    async listRuns({ supplier, limit }) {
+      const db = await open();
+      return listRuns(db, supplier === undefined ? { limit } : { supplier, limit });
+    },
     async start() {
       if (state !== "NEW") return;
       state = "STARTING";
@@ -208,6 +232,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
         suppliers: enabled,
         metrics,
         log,
+        secrets,
         clock: schedulerClock,
         instance: { owner, version: readVersion() },
         // The cache must stay well inside the shortest staleness threshold (2 x interval).

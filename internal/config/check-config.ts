@@ -1,15 +1,18 @@
 import { formatDuration } from "../platform/duration.js";
-import { safeText } from "../platform/redact.js";
+import type { SecretRegistry } from "../platform/redact.js";
 import { redactDatabaseUrl } from "./env.js";
 import type { Config, ConnectorStatus } from "./types.js";
 
 /**
  * The report of `supplier-sync check-config`: the schedule, each connector's
  * state and the effective settings. Everything variable goes through
- * `safeText` / `redactDatabaseUrl`, so no secret value can appear in it.
+ * the app's `SecretRegistry.safeText` / `redactDatabaseUrl`, so no secret value can appear in it.
  */
 
-function describeConnector(status: ConnectorStatus | undefined): { text: string; ok: boolean } {
+function describeConnector(
+  status: ConnectorStatus | undefined,
+  safeText: (text: string) => string,
+): { text: string; ok: boolean } {
   if (status === undefined) return { text: "not checked", ok: false };
   switch (status.status) {
     case "ok":
@@ -48,11 +51,13 @@ function padColumns(rows: string[][]): string[] {
 export function formatCheckConfig(
   config: Config,
   statuses: Map<string, ConnectorStatus>,
+  secrets: SecretRegistry,
 ): { text: string; ok: boolean } {
+  const safeText = (text: string) => secrets.safeText(text);
   let problems = 0;
   const rows: string[][] = [];
   for (const supplier of config.suppliers) {
-    const connector = describeConnector(statuses.get(supplier.name));
+    const connector = describeConnector(statuses.get(supplier.name), safeText);
     if (supplier.enabled && !connector.ok) problems++;
     rows.push([
       supplier.name,

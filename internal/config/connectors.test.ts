@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import t from "tap";
+import { SecretRegistry } from "../platform/redact.js";
 import { loadConnector, loadConnectors } from "./connectors.js";
 import { loadConfig } from "./env.js";
 import type { ConnectorStatus } from "./types.js";
@@ -54,11 +55,11 @@ function reasonOf(status: ConnectorStatus | undefined): string {
 t.test("valid definitions with every auth type load with defaults applied", async (t) => {
   const { dir, config } = setup(t);
   for (const name of ["plain", "bearer-env", "bearer-file", "header-env", "basic-file"]) {
-    const status = await loadConnector(config, name);
+    const status = await loadConnector(config, name, new SecretRegistry());
     t.equal(status.status, "ok", `${name}: ${reasonOf(status)}`);
     t.equal(status.path, join(dir, `${name}.json`));
   }
-  const plain = await loadConnector(config, "plain");
+  const plain = await loadConnector(config, "plain", new SecretRegistry());
   if (plain.status !== "ok") throw new Error("plain did not load");
   t.same(plain.definition.rateLimit, { requestsPerSecond: 5, burst: 5, maxConcurrency: 2 });
   t.same(plain.definition.auth, { type: "none" });
@@ -79,7 +80,7 @@ t.test("each broken file is its own supplier's problem", async (t) => {
     "folder",
     "bearer-env",
   ];
-  const statuses = await loadConnectors(config, names);
+  const statuses = await loadConnectors(config, names, new SecretRegistry());
   t.same([...statuses.keys()], names, "one status per supplier, in order");
   t.equal(statuses.get("plain")?.status, "ok");
   t.equal(statuses.get("bearer-env")?.status, "ok", "a good file after bad ones still loads");
@@ -107,7 +108,7 @@ t.test("each broken file is its own supplier's problem", async (t) => {
 
 t.test("a name that is not a supplier name never reaches the file system", async (t) => {
   const { config } = setup(t);
-  const status = await loadConnector(config, "../plain");
+  const status = await loadConnector(config, "../plain", new SecretRegistry());
   t.equal(status.status, "invalid");
   t.match(reasonOf(status), /not valid/);
 });

@@ -1,11 +1,11 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { z } from "zod";
+import { checkAuthSecrets } from "../connectors/credentials.js";
 import { errorMessage } from "../platform/errors.js";
-import { safeText } from "../platform/redact.js";
+import type { SecretRegistry } from "../platform/redact.js";
 import { isModuleFile, loadModuleFile } from "./connector-module.js";
 import { connectorDefinitionSchema } from "./connector-schema.js";
-import { checkAuthSecrets } from "./secrets.js";
 import { SUPPLIER_NAME } from "./suppliers.js";
 import type { Config, ConnectorStatus } from "./types.js";
 
@@ -52,16 +52,30 @@ function unwrapUnion(issue: z.core.$ZodIssue, prefix: PropertyKey[]): z.core.$Zo
 }
 
 function invalid(path: string, reason: string): ConnectorStatus {
-  return { status: "invalid", path, reason: safeText(reason, 1_000) };
+  return { status: "invalid", path, reason };
 }
 
 /**
  * Loads and validates the connector of one supplier, including a check that the
- * secrets it names can be resolved right now, and imports its `"module":
- * "./<file>.mjs"` if it names one (DESIGN §3.13: only from inside the connectors
- * folder; a failing import or a missing default export makes the connector invalid).
+ * secrets it names can be resolved right now (they are registered in `secrets`), and
+ * imports its `"module": "./<file>.mjs"` if it names one (DESIGN §3.13: only from inside
+ * the connectors folder; a failing import or a missing default export makes the connector
+ * invalid). The reason of an invalid one is log-safe (scrubbed with `secrets`, cut).
  */
-export async function loadConnector(config: Config, name: string): Promise<ConnectorStatus> {
+export async function loadConnector(
+  config: Config,
+  name: string,
+  secrets: SecretRegistry,
+): Promise<ConnectorStatus> {
+  const status = await readConnector(config, name, secrets);
+  return status.status === "invalid" ? { ...status, reason: secrets.safeText(status.reason, 1_000) } : status;
+}
+
+async function readConnector(
+  config: Config,
+  name: string,
+  secrets: SecretRegistry,
+): Promise<ConnectorStatus> {
   // The name becomes a file name: never let anything but a valid supplier name reach the file system.
   if (!SUPPLIER_NAME.test(name)) {
     return invalid(config.connectorsDir, `supplier name ${JSON.stringify(name)} is not valid`);
@@ -87,7 +101,11 @@ export async function loadConnector(config: Config, name: string): Promise<Conne
   const parsed = connectorDefinitionSchema.safeParse(json);
   if (!parsed.success) return invalid(path, formatSchemaIssues(parsed.error.issues));
   try {
-    checkAuthSecrets(parsed.data.auth, config);
+    checkAuthSecrets(parsed.data.auth, {
+      connectorsDir: config.connectorsDir,
+      readSecretEnv: config.readSecretEnv,
+      secrets,
+    });
   } catch (err) {
     return invalid(path, errorMessage(err));
   }
@@ -111,8 +129,9 @@ export async function loadConnector(config: Config, name: string): Promise<Conne
 export async function loadConnectors(
   config: Config,
   supplierNames: string[],
+  secrets: SecretRegistry,
 ): Promise<Map<string, ConnectorStatus>> {
   const statuses = new Map<string, ConnectorStatus>();
-  for (const name of supplierNames) statuses.set(name, await loadConnector(config, name));
+  for (const name of supplierNames) statuses.set(name, await loadConnector(config, name, secrets));
   return statuses;
 }

@@ -5,6 +5,10 @@ import type {
   OAuth2AuthDefinition,
   SessionAuthDefinition,
 } from "../config/connector-schema.js";
+import type { WalkContext } from "../ingestion/ports.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Clock } from "../platform/clock.js";
+import { ConfigError, IngestionError } from "../platform/errors.js";
 import {
   type ResolvedLogin,
   resolveAuthHeaders,
@@ -12,12 +16,7 @@ import {
   resolveOAuth2Client,
   resolveQueryAuth,
   type SecretSources,
-} from "../config/secrets.js";
-import type { WalkContext } from "../ingestion/ports.js";
-import type { Clock } from "../platform/clock.js";
-import { ConfigError, IngestionError } from "../platform/errors.js";
-import type { Metrics } from "../platform/metrics.js";
-import { secrets } from "../platform/redact.js";
+} from "./credentials.js";
 import { readDotPath } from "./dot-path.js";
 import type { HttpResponse } from "./http-client.js";
 
@@ -218,7 +217,7 @@ class TokenAuthenticator implements Authenticator {
       throw err;
     }
     metrics.authLogins.inc({ supplier, result: "ok" });
-    secrets.add(read.token);
+    this.options.sources.secrets.add(read.token);
     const token: Token = {
       value: read.token,
       renewAt: clock.now() + Math.floor(read.lifetimeMs * TOKEN_LIFETIME_USED),
@@ -358,7 +357,7 @@ function oauthFlavour(auth: OAuth2AuthDefinition, options: AuthenticatorOptions)
       if (auth.clientAuth === "basic") {
         // RFC 6749 §2.3.1: both parts form-urlencoded before base64.
         const pair = `${encodeURIComponent(c.clientId)}:${encodeURIComponent(c.clientSecret)}`;
-        secrets.add(pair);
+        options.sources.secrets.add(pair);
         headers.authorization = `Basic ${Buffer.from(pair).toString("base64")}`;
       } else {
         form.client_id = c.clientId;

@@ -1,6 +1,7 @@
 import t from "tap";
 import { connectorDefinitionSchema } from "../config/connector-schema.js";
 import type { IngestionError } from "../platform/errors.js";
+import { SecretRegistry } from "../platform/redact.js";
 import { applyErrorRules, conditionStatuses, matchesCondition } from "./conditions.js";
 import { displayUrl } from "./http-client.js";
 import { OriginPolicy } from "./origin.js";
@@ -45,19 +46,26 @@ t.test("errors rules: the first match decides; retry, fail, code, message", asyn
       { path: "status.code", notIn: [200], then: "fail" },
     ],
   }).errors;
-  t.doesNotThrow(() => applyErrorRules(rules, 200, { status: { code: 200 } }));
-  const retry = t.throws(() => applyErrorRules(rules, 200, { status: { code: 503 } })) as IngestionError;
+  const secrets = new SecretRegistry();
+  t.doesNotThrow(() => applyErrorRules(rules, 200, { status: { code: 200 } }, secrets));
+  const retry = t.throws(() =>
+    applyErrorRules(rules, 200, { status: { code: 503 } }, secrets),
+  ) as IngestionError;
   t.equal(retry.code, "SUPPLIER");
   t.equal(retry.retryable, true);
-  const fail = t.throws(() => applyErrorRules(rules, 200, body)) as IngestionError;
+  const fail = t.throws(() => applyErrorRules(rules, 200, body, secrets)) as IngestionError;
   t.equal(fail.code, "SUPPLIER");
   t.equal(fail.retryable, false);
   t.match(fail.message, /\(status\.code = 403\): session expired/);
-  const bare = t.throws(() => applyErrorRules(rules.slice(2), 200, body)) as IngestionError;
+  const bare = t.throws(() => applyErrorRules(rules.slice(2), 200, body, secrets)) as IngestionError;
   t.equal(bare.code, "CONTRACT", "default code");
   const long = { status: { code: 1, message: "x".repeat(1000) } };
-  const cut = t.throws(() => applyErrorRules(rules.slice(1), 200, long)) as IngestionError;
+  const cut = t.throws(() => applyErrorRules(rules.slice(1), 200, long, secrets)) as IngestionError;
   t.ok(cut.message.length < 400, "the supplier's message is cut");
+  secrets.add("tok-echoed-1234");
+  const echoed = { status: { code: 401, message: "bad token tok-echoed-1234" } };
+  const scrubbed = t.throws(() => applyErrorRules(rules, 200, echoed, secrets)) as IngestionError;
+  t.match(scrubbed.message, /bad token \[REDACTED\]/, "a registered secret the supplier echoes is redacted");
 });
 
 t.test("displayUrl: secret query parameters and URL passwords are replaced", async (t) => {

@@ -1,6 +1,6 @@
 import type { ConditionDefinition, ErrorRuleDefinition } from "../config/connector-schema.js";
 import { IngestionError } from "../platform/errors.js";
-import { safeText } from "../platform/redact.js";
+import type { SecretRegistry } from "../platform/redact.js";
 import { readDotPath } from "./dot-path.js";
 import { isJsonContentType, scanJsonLimits } from "./json-body.js";
 
@@ -79,16 +79,21 @@ function describe(rule: ErrorRuleDefinition, status: number, body: unknown): str
  * Applies `errors` rules in order; the first that matches decides.
  * @throws IngestionError retryable `SUPPLIER` for `then: "retry"`, or
  * permanent with the rule's `code` (default `CONTRACT`) for `then: "fail"`;
- * the supplier's message (at `messagePath`) is quoted, redacted and cut.
+ * the supplier's message (at `messagePath`) is quoted, redacted (with `secrets`) and cut.
  */
-export function applyErrorRules(rules: readonly ErrorRuleDefinition[], status: number, body: unknown): void {
+export function applyErrorRules(
+  rules: readonly ErrorRuleDefinition[],
+  status: number,
+  body: unknown,
+  secrets: SecretRegistry,
+): void {
   for (const rule of rules) {
     if (!matchesCondition(rule, status, body)) continue;
     const said = rule.messagePath === undefined ? undefined : readDotPath(body, rule.messagePath);
     const text =
       said === undefined || said === null
         ? ""
-        : `: ${safeText(typeof said === "string" ? said : (JSON.stringify(said) ?? ""), 300)}`;
+        : `: ${secrets.safeText(typeof said === "string" ? said : (JSON.stringify(said) ?? ""), 300)}`;
     const what = describe(rule, status, body);
     if (rule.then === "retry") {
       throw new IngestionError("SUPPLIER", `supplier reported a transient error (${what})${text}`, {

@@ -5,10 +5,10 @@ import { Pool } from "undici";
 import { type ConnectorDefinition, DEFAULT_MAX_RESPONSE_BYTES } from "../config/connector-schema.js";
 import { STREAMED_MAX_RESPONSE_BYTES } from "../feeds/format-schema.js";
 import type { ResponseValidators } from "../ingestion/ports.js";
+import type { Metrics } from "../observability/metrics.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage, IngestionError, isIngestionError } from "../platform/errors.js";
-import type { Metrics } from "../platform/metrics.js";
-import { safeText } from "../platform/redact.js";
+import type { SecretRegistry } from "../platform/redact.js";
 import { OriginPolicy } from "./origin.js";
 import { RateLimiter } from "./rate-limiter.js";
 import { classifyNetworkError, classifyStatus, parseRetryAfter } from "./retry-policy.js";
@@ -32,6 +32,8 @@ export interface HttpClientOptions {
   definition: TransportDefinition;
   metrics: Metrics;
   clock: Clock;
+  /** Scrubs the URLs and errors told to `observer`. */
+  secrets: SecretRegistry;
   /** Told of every HTTP request sent, after it ended (`preview` lists them). */
   observer?: (event: RequestEvent) => void;
 }
@@ -333,12 +335,12 @@ export class HttpClient {
       if (this.options.observer || options.onEvent) {
         const event: RequestEvent = {
           method,
-          url: safeText(displayUrl(target, Object.keys(secretQuery))),
+          url: this.options.secrets.safeText(displayUrl(target, Object.keys(secretQuery))),
           status,
           bytes,
           ms,
         };
-        if (failure !== undefined) event.error = safeText(errorMessage(failure), 500);
+        if (failure !== undefined) event.error = this.options.secrets.safeText(errorMessage(failure), 500);
         this.options.observer?.(event);
         options.onEvent?.(event);
       }

@@ -1,9 +1,10 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
 import type { Connector } from "../ingestion/ports.js";
+import type { Metrics } from "../observability/metrics.js";
 import { type Clock, systemClock } from "../platform/clock.js";
 import { ConfigError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
-import type { Metrics } from "../platform/metrics.js";
+import type { SecretRegistry } from "../platform/redact.js";
 import { createDeclarativeConnector } from "./declarative.js";
 import type { RequestEvent } from "./http-client.js";
 import { connectorModuleLib } from "./module-lib.js";
@@ -24,6 +25,8 @@ export interface CreateConnectorOptions {
   connectorsDir: string;
   /** Reads secret env vars named by the connector file. */
   readSecretEnv: (name: string) => string | undefined;
+  /** The app's redaction registry (resolved secrets are added to it; errors and logs are scrubbed with it). */
+  secrets: SecretRegistry;
   log: Logger;
   metrics: Metrics;
   /** Time source of the rate limiter, backoff and deadlines; the system clock by default. */
@@ -55,6 +58,7 @@ export function createConnector(options: CreateConnectorOptions): Connector {
     definition: options.definition,
     connectorsDir: options.connectorsDir,
     readSecretEnv: options.readSecretEnv,
+    secrets: options.secrets,
     log: options.log,
     metrics: options.metrics,
     clock: options.clock ?? systemClock,

@@ -13,6 +13,7 @@ import { loadConnector } from "../config/connectors.js";
 import { loadConfig } from "../config/env.js";
 import type { ConnectorStatus } from "../config/types.js";
 import { ConfigError } from "../platform/errors.js";
+import { SecretRegistry } from "../platform/redact.js";
 import { startSimulator } from "../simulator/server.js";
 import type { Simulator } from "../simulator/types.js";
 import { buildConnector, SIM_FIELDS } from "./test-support.js";
@@ -71,7 +72,7 @@ t.test("a module of the connectors folder is walked by a real tick over the shar
   });
   const dir = folder({ acme: exampleDefinition(sim.baseUrl("acme")) });
   const config = configFor(dir, { ACME_TOKEN: "acme-secret" });
-  const status = await loadConnector(config, "acme");
+  const status = await loadConnector(config, "acme", new SecretRegistry());
   t.equal(status.status, "ok", reasonOf(status));
   if (status.status !== "ok") return;
   t.type(status.module, "function", "the default export is imported");
@@ -111,7 +112,7 @@ t.test("a module of the connectors folder is walked by a real tick over the shar
 
 t.test("settings are passed to the module, which may refuse them", async (t) => {
   const dir = folder({ acme: exampleDefinition(sim.baseUrl("acme"), { settings: { path: "v1" } }) });
-  const status = await loadConnector(configFor(dir, { ACME_TOKEN: "x" }), "acme");
+  const status = await loadConnector(configFor(dir, { ACME_TOKEN: "x" }), "acme", new SecretRegistry());
   if (status.status !== "ok") throw new Error(reasonOf(status));
   t.throws(
     () => buildConnector(t, status.definition, { connectorsDir: dir, module: status.module }),
@@ -148,12 +149,20 @@ t.test("a module outside the connectors folder is a configuration error naming t
     notmjs: /^module: must be a registered module name or "\.\/<file>\.mjs"/,
   };
   for (const [name, reason] of Object.entries(expected)) {
-    const status = await loadConnector(config, name);
+    const status = await loadConnector(config, name, new SecretRegistry());
     t.equal(status.status, "invalid", name);
     t.match(reasonOf(status), reason, name);
   }
-  t.equal((await loadConnector(config, "inside")).status, "ok", "a path that stays inside is fine");
-  t.equal((await loadConnector(config, "insidelink")).status, "ok", "so is a symlink that stays inside");
+  t.equal(
+    (await loadConnector(config, "inside", new SecretRegistry())).status,
+    "ok",
+    "a path that stays inside is fine",
+  );
+  t.equal(
+    (await loadConnector(config, "insidelink", new SecretRegistry())).status,
+    "ok",
+    "so is a symlink that stays inside",
+  );
   t.equal((globalThis as { evilRan?: boolean }).evilRan, undefined, "no outside code ever ran");
 });
 
@@ -182,11 +191,11 @@ t.test("a module without a default export, or throwing at import, is a clear err
     syntax: /^module: "\.\/lib\/syntax\.mjs" failed to load: .*(Unexpected|SyntaxError)/,
   };
   for (const [name, reason] of Object.entries(expected)) {
-    const status = await loadConnector(config, name);
+    const status = await loadConnector(config, name, new SecretRegistry());
     t.equal(status.status, "invalid", name);
     t.match(reasonOf(status), reason, name);
   }
-  const status = await loadConnector(config, "noconnector");
+  const status = await loadConnector(config, "noconnector", new SecretRegistry());
   if (status.status !== "ok") throw new Error(reasonOf(status));
   t.throws(() => buildConnector(t, status.definition, { module: status.module }), {
     name: "ConfigError",

@@ -7,8 +7,9 @@ import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { type ConnectorDefinition, connectorDefinitionSchema } from "../config/connector-schema.js";
 import type { Connector, Page, WalkContext } from "../ingestion/ports.js";
+import { createMetrics, type Metrics } from "../observability/metrics.js";
 import { createLogger, type Logger } from "../platform/logger.js";
-import { createMetrics, type Metrics } from "../platform/metrics.js";
+import { SecretRegistry } from "../platform/redact.js";
 import { type CreateConnectorOptions, createConnector } from "./index.js";
 
 export const SIM_FIELDS = {
@@ -33,8 +34,12 @@ export function simDefinition(baseUrl: string, extra: Record<string, unknown> = 
   });
 }
 
-/** A logger writing JSON lines into `lines`. */
-export function captureLogger(): { log: Logger; lines: string[] } {
+/** A logger writing JSON lines into `lines`, scrubbing the secrets of `secrets`. */
+export function captureLogger(secrets: SecretRegistry = new SecretRegistry()): {
+  log: Logger;
+  lines: string[];
+  secrets: SecretRegistry;
+} {
   const lines: string[] = [];
   const sink = new Writable({
     write(chunk, _enc, done) {
@@ -42,7 +47,7 @@ export function captureLogger(): { log: Logger; lines: string[] } {
       done();
     },
   });
-  return { log: createLogger({ level: "trace", destination: sink }), lines };
+  return { log: createLogger({ level: "trace", secrets, destination: sink }), lines, secrets };
 }
 
 export interface TestConnector {
@@ -50,15 +55,20 @@ export interface TestConnector {
   metrics: Metrics;
   lines: string[];
   log: Logger;
+  /** The registry shared by the connector and `log`. */
+  secrets: SecretRegistry;
 }
 
-/** Builds a connector with a captured logger and fresh metrics; closed when the test ends. */
+/**
+ * Builds a connector with a captured logger, fresh metrics and a fresh secret registry
+ * (shared by both, as in the app); closed when the test ends.
+ */
 export function buildConnector(
   t: { teardown(fn: () => unknown): void },
   definition: ConnectorDefinition,
   overrides: Partial<CreateConnectorOptions> = {},
 ): TestConnector {
-  const { log, lines } = captureLogger();
+  const { log, lines, secrets } = captureLogger(overrides.secrets);
   const metrics = createMetrics({ processMetrics: false });
   const connector = createConnector({
     supplier: "acme",
@@ -68,9 +78,10 @@ export function buildConnector(
     log,
     metrics,
     ...overrides,
+    secrets,
   });
   t.teardown(() => connector.close());
-  return { connector, metrics, lines, log };
+  return { connector, metrics, lines, log, secrets };
 }
 
 export function walkContext(log: Logger, signal: AbortSignal = new AbortController().signal): WalkContext {

@@ -1,9 +1,10 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
 import type { ResponseValidators, WalkContext } from "../ingestion/ports.js";
+import type { Metrics } from "../observability/metrics.js";
 import type { Clock } from "../platform/clock.js";
 import { IngestionError, isIngestionError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
-import type { Metrics } from "../platform/metrics.js";
+import type { SecretRegistry } from "../platform/redact.js";
 import { type Authenticator, authUnavailable, createAuthenticator, type LoginExchange } from "./auth.js";
 import {
   applyErrorRules,
@@ -35,6 +36,8 @@ export interface TransportOptions {
   definition: ConnectorDefinition;
   connectorsDir: string;
   readSecretEnv: (name: string) => string | undefined;
+  /** The app's redaction registry: credentials register what they resolve, messages are scrubbed with it. */
+  secrets: SecretRegistry;
   log: Logger;
   metrics: Metrics;
   clock: Clock;
@@ -96,6 +99,7 @@ export class Transport {
       definition: def,
       metrics: options.metrics,
       clock: options.clock,
+      secrets: options.secrets,
     };
     if (options.observer) httpOptions.observer = options.observer;
     this.http = new HttpClient(httpOptions);
@@ -103,7 +107,11 @@ export class Transport {
       supplier: options.supplier,
       auth: def.auth,
       baseUrl: def.baseUrl,
-      sources: { connectorsDir: options.connectorsDir, readSecretEnv: options.readSecretEnv },
+      sources: {
+        connectorsDir: options.connectorsDir,
+        readSecretEnv: options.readSecretEnv,
+        secrets: options.secrets,
+      },
       clock: options.clock,
       metrics: options.metrics,
     });
@@ -383,7 +391,7 @@ export class Transport {
     ) {
       throw new CredentialsExpired(generation);
     }
-    applyErrorRules(def.errors, response.status, body);
+    applyErrorRules(def.errors, response.status, body, this.options.secrets);
     if (response.status < 200 || response.status > 299) {
       const retryAfter = response.headers["retry-after"];
       throw classifyStatus(

@@ -5,15 +5,16 @@ import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { tickDeps } from "../../test/helpers/tick.js";
 import { acquireLease } from "../lease/lease.js";
+import { createMetrics } from "../observability/metrics.js";
 import { OffsetClock, systemClock } from "../platform/clock.js";
 import { IngestionError } from "../platform/errors.js";
 import { createLogger } from "../platform/logger.js";
-import { createMetrics } from "../platform/metrics.js";
+import { SecretRegistry } from "../platform/redact.js";
 import * as store from "../store/runs.js";
 import type { Connector, Offer, Page, WalkContext } from "./ports.js";
 import { type ConnectorSlot, runTick, type TickDeps } from "./tick.js";
 
-const log = createLogger({ level: "silent" });
+const log = createLogger({ level: "silent", secrets: new SecretRegistry() });
 const supplier = { name: "etm", intervalMs: 3_600_000, enabled: true };
 
 function offers(from: number, n: number): Offer[] {

@@ -14,10 +14,10 @@
  */
 import type pg from "pg";
 import type { SupplierConfig } from "../config/types.js";
+import type { Metrics } from "../observability/metrics.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage, IngestionError, isIngestionError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
-import type { Metrics } from "../platform/metrics.js";
 import type {
   ConditionalWalk,
   Connector,

@@ -2,14 +2,15 @@ import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import type { Connector, Lease, Page } from "../ingestion/ports.js";
 import { runTick } from "../ingestion/tick.js";
+import { createMetrics } from "../observability/metrics.js";
 import { systemClock } from "../platform/clock.js";
 import { createLogger } from "../platform/logger.js";
-import { createMetrics } from "../platform/metrics.js";
+import { SecretRegistry } from "../platform/redact.js";
 import { inTransaction } from "../store/queryable.js";
 import * as store from "../store/runs.js";
 import { acquireLease } from "./lease.js";
 
-const log = createLogger({ level: "silent" });
+const log = createLogger({ level: "silent", secrets: new SecretRegistry() });
 
 t.test("one holder per supplier; release frees it; suppliers are independent", async (t) => {
   const pool = testPool(t, await createTestDatabase(t), 6);

@@ -7,14 +7,15 @@ import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { pgbouncerMissing, startPgBouncer } from "../../test/helpers/pgbouncer.js";
 import type { Connector, Page } from "../ingestion/ports.js";
 import { runTick, type TickDeps } from "../ingestion/tick.js";
+import { createMetrics } from "../observability/metrics.js";
 import { systemClock } from "../platform/clock.js";
 import { createLogger } from "../platform/logger.js";
-import { createMetrics } from "../platform/metrics.js";
+import { SecretRegistry } from "../platform/redact.js";
 import { inTransaction } from "../store/queryable.js";
 import * as store from "../store/runs.js";
 import { acquireTableLease, type TableLeaseOptions } from "./table-lease.js";
 
-const log = createLogger({ level: "silent" });
+const log = createLogger({ level: "silent", secrets: new SecretRegistry() });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const options = (ttlMs: number, pid = 1): TableLeaseOptions => ({
   ttlMs,

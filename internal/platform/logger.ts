@@ -1,11 +1,13 @@
 import { type DestinationStream, type Logger, pino } from "pino";
 import { prettyDestination } from "./pretty-log.js";
-import { safeText } from "./redact.js";
+import type { SecretRegistry } from "./redact.js";
 
 export type { Logger } from "pino";
 
 export interface LoggerOptions {
   level: string;
+  /** The app's redaction registry: every line is scrubbed of the secrets registered in it. */
+  secrets: SecretRegistry;
   /** Where lines go; stdout by default. Tests pass a sink and read real output. */
   destination?: DestinationStream;
   /** Time source for the `time` field, injectable like the rest. */
@@ -32,15 +34,19 @@ const REDACT_PATHS = [
   "token",
 ];
 
-function scrubDeep(value: unknown, depth = 0): unknown {
-  if (typeof value === "string") return safeText(value);
+function scrubDeep(secrets: SecretRegistry, value: unknown, depth = 0): unknown {
+  if (typeof value === "string") return secrets.safeText(value);
   if (depth > 6 || value === null || typeof value !== "object") return value;
   if (value instanceof Error) {
-    return { type: value.name, message: safeText(value.message), code: (value as { code?: unknown }).code };
+    return {
+      type: value.name,
+      message: secrets.safeText(value.message),
+      code: (value as { code?: unknown }).code,
+    };
   }
-  if (Array.isArray(value)) return value.map((v) => scrubDeep(v, depth + 1));
+  if (Array.isArray(value)) return value.map((v) => scrubDeep(secrets, v, depth + 1));
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) out[k] = scrubDeep(v, depth + 1);
+  for (const [k, v] of Object.entries(value)) out[k] = scrubDeep(secrets, v, depth + 1);
   return out;
 }
 
@@ -49,17 +55,17 @@ function scrubDeep(value: unknown, depth = 0): unknown {
  * scrubbed of control characters, URL credentials and registered secrets.
  */
 export function createLogger(options: LoggerOptions): Logger {
-  const now = options.now;
+  const { now, secrets } = options;
   return pino(
     {
       level: options.level,
       base: undefined,
       redact: { paths: REDACT_PATHS, censor: "[REDACTED]" },
       timestamp: now ? () => `,"time":${now()}` : pino.stdTimeFunctions.epochTime,
-      formatters: { log: (obj) => scrubDeep(obj) as Record<string, unknown> },
+      formatters: { log: (obj) => scrubDeep(secrets, obj) as Record<string, unknown> },
       hooks: {
         logMethod(args, method) {
-          const scrubbed = args.map((a) => (typeof a === "string" ? safeText(a) : a)) as typeof args;
+          const scrubbed = args.map((a) => (typeof a === "string" ? secrets.safeText(a) : a)) as typeof args;
           method.apply(this, scrubbed);
         },
       },

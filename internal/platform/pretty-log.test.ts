@@ -1,7 +1,7 @@
 import t from "tap";
 import { createLogger } from "./logger.js";
 import { formatLogLine, prettyDestination } from "./pretty-log.js";
-import { secrets } from "./redact.js";
+import { SecretRegistry } from "./redact.js";
 
 t.test("a JSON line in human form", async (t) => {
   const line = JSON.stringify({
@@ -22,10 +22,12 @@ t.test("a JSON line in human form", async (t) => {
 });
 
 t.test("the pretty logger still redacts and scrubs", async (t) => {
+  const secrets = new SecretRegistry();
   secrets.add("pretty-secret-value-123");
   const out: string[] = [];
   const log = createLogger({
     level: "info",
+    secrets,
     destination: prettyDestination({ write: (s) => out.push(s) }, false),
   });
   log.info({ authorization: "Bearer abc", url: "https://u:pw@h/x", note: "pretty-secret-value-123" }, "call");

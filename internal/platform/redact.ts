@@ -17,8 +17,10 @@ export function stripControl(text: string): string {
 }
 
 /**
- * A registry of secret values that must never be printed. Connectors register
- * the secrets they resolve; the logger and error writers scrub them.
+ * A registry of secret values that must never be printed. The app creates one
+ * (`buildApp`, and each CLI command) and hands it to whatever resolves secrets
+ * (connector credentials register what they read) and whatever prints (the
+ * logger, error writers, `preview`, `check-config`, the console), which scrub them.
  */
 export class SecretRegistry {
   private readonly values = new Set<string>();
@@ -36,13 +38,9 @@ export class SecretRegistry {
     }
     return out;
   }
-}
-
-/** The one registry of this process; secrets are process-wide by nature (they come from env and files). */
-export const secrets = new SecretRegistry();
-
-/** Log-safe form of any text: control characters stripped, secrets and URL credentials redacted. */
-export function safeText(text: string, maxLength = 2_000): string {
-  const clean = secrets.scrub(stripControl(text));
-  return clean.length > maxLength ? `${clean.slice(0, maxLength)}…` : clean;
+  /** Log-safe form of any text: control characters stripped, secrets and URL credentials redacted. */
+  safeText(text: string, maxLength = 2_000): string {
+    const clean = this.scrub(stripControl(text));
+    return clean.length > maxLength ? `${clean.slice(0, maxLength)}…` : clean;
+  }
 }

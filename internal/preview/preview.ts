@@ -11,11 +11,11 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
 import { type ConnectorModule, createConnector, type RequestEvent } from "../connectors/index.js";
 import type { Offer, Reject } from "../ingestion/ports.js";
+import { createMetrics } from "../observability/metrics.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage, isIngestionError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
-import { createMetrics } from "../platform/metrics.js";
-import { safeText } from "../platform/redact.js";
+import type { SecretRegistry } from "../platform/redact.js";
 
 export interface PreviewStep {
   seq: number;
@@ -42,6 +42,8 @@ export interface PreviewOptions {
   module?: ConnectorModule | undefined;
   connectorsDir: string;
   readSecretEnv: (name: string) => string | undefined;
+  /** The app's redaction registry; the connector registers the secrets it resolves in it. */
+  secrets: SecretRegistry;
   steps: number;
   log: Logger;
   clock?: Clock;
@@ -58,6 +60,7 @@ export async function previewConnector(
     module: options.module,
     connectorsDir: options.connectorsDir,
     readSecretEnv: options.readSecretEnv,
+    secrets: options.secrets,
     log: options.log,
     metrics: createMetrics({ processMetrics: false }),
     ...(options.clock ? { clock: options.clock } : {}),
@@ -97,7 +100,7 @@ export async function previewConnector(
         rejects: [],
         error: {
           code: isIngestionError(err) ? err.code : "INTERNAL",
-          message: safeText(errorMessage(err), 1_000),
+          message: options.secrets.safeText(errorMessage(err), 1_000),
         },
       });
     }
@@ -129,9 +132,12 @@ function table(rows: Record<string, unknown>[]): string[] {
 /** Rows of offers shown per step in the text report. */
 export const PREVIEW_TABLE_ROWS = 20;
 
-/** The report for people: per step its requests, the first offers in a table, every reject. */
-export function formatPreview(report: PreviewReport, asJson: boolean): string {
-  if (asJson) return safeText(JSON.stringify(report, null, 2), Number.POSITIVE_INFINITY);
+/**
+ * The report for people: per step its requests, the first offers in a table, every reject.
+ * Scrubbed with `secrets`, the registry the walk ({@link previewConnector}) registered its secrets in.
+ */
+export function formatPreview(report: PreviewReport, asJson: boolean, secrets: SecretRegistry): string {
+  if (asJson) return secrets.safeText(JSON.stringify(report, null, 2), Number.POSITIVE_INFINITY);
   const lines: string[] = [`preview of ${report.supplier}`];
   for (const step of report.steps) {
     lines.push("", `step ${step.seq}`);
@@ -160,5 +166,5 @@ export function formatPreview(report: PreviewReport, asJson: boolean): string {
       ? "the walk is complete: the end of the catalog was reached"
       : "the walk would go on: more steps follow",
   );
-  return safeText(lines.join("\n"), Number.POSITIVE_INFINITY);
+  return secrets.safeText(lines.join("\n"), Number.POSITIVE_INFINITY);
 }

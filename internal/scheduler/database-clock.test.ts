@@ -1,6 +1,7 @@
 import t from "tap";
 import { ManualClock } from "../platform/clock.js";
 import { createLogger } from "../platform/logger.js";
+import { SecretRegistry } from "../platform/redact.js";
 import { DatabaseClock } from "./database-clock.js";
 
 const MIN = 60_000;
@@ -13,6 +14,7 @@ async function settle(): Promise<void> {
 function sink() {
   const lines: Record<string, unknown>[] = [];
   const log = createLogger({
+    secrets: new SecretRegistry(),
     level: "debug",
     destination: { write: (s: string) => lines.push(JSON.parse(s) as Record<string, unknown>) },
   });
@@ -143,7 +145,7 @@ t.test("concurrent resyncs share one measurement; stop before start is safe", as
   const clock = new DatabaseClock({
     host,
     readDatabaseMs: () => db.read(),
-    log: createLogger({ level: "silent" }),
+    log: createLogger({ level: "silent", secrets: new SecretRegistry() }),
     samples: 1,
   });
   await Promise.all([clock.resync(), clock.resync(), clock.resync()]);
@@ -151,7 +153,7 @@ t.test("concurrent resyncs share one measurement; stop before start is safe", as
   const never = new DatabaseClock({
     host,
     readDatabaseMs: () => db.read(),
-    log: createLogger({ level: "silent" }),
+    log: createLogger({ level: "silent", secrets: new SecretRegistry() }),
   });
   await never.stop();
   await never.start();

@@ -3,15 +3,16 @@ import type { SupplierConfig } from "../config/types.js";
 import type { RunTrigger, TickOutcome } from "../ingestion/ports.js";
 import { slotOffsetOf } from "../ingestion/slots.js";
 import type { TickResult } from "../ingestion/tick.js";
+import { createMetrics } from "../observability/metrics.js";
 import { ManualClock } from "../platform/clock.js";
 import { createLogger } from "../platform/logger.js";
-import { createMetrics } from "../platform/metrics.js";
+import { SecretRegistry } from "../platform/redact.js";
 import { Scheduler } from "./scheduler.js";
 import { clockTimer } from "./timer.js";
 
 const HOUR = 3_600_000;
 const MIN = 60_000;
-const silent = createLogger({ level: "silent" });
+const silent = createLogger({ level: "silent", secrets: new SecretRegistry() });
 
 interface Fired {
   supplier: string;

@@ -20,10 +20,10 @@ import type { SupplierConfig } from "../config/types.js";
 import type { RunTrigger, TickOutcome } from "../ingestion/ports.js";
 import { nextSlotFireAt, slotOffsetOf, slotStartOf } from "../ingestion/slots.js";
 import type { TickResult } from "../ingestion/tick.js";
+import type { Metrics } from "../observability/metrics.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
-import type { Metrics } from "../platform/metrics.js";
 import type { OneShotTimer } from "./timer.js";
 
 export interface SchedulerOptions {

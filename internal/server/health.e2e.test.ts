@@ -8,8 +8,9 @@ import { networkInterfaces } from "node:os";
 import type pg from "pg";
 import t from "tap";
 import type { SupplierConfig } from "../config/types.js";
+import { createMetrics } from "../observability/metrics.js";
 import { InfraError } from "../platform/errors.js";
-import { createMetrics } from "../platform/metrics.js";
+import { SecretRegistry } from "../platform/redact.js";
 import { createHealthServer, type HealthServerOptions } from "./server.js";
 import {
   captureLogger,
@@ -28,6 +29,7 @@ const SUPPLIERS: SupplierConfig[] = [
 async function startServer(t: Teardown, db: pg.Pool, extra: Partial<HealthServerOptions> = {}) {
   const { log, lines } = captureLogger();
   const server = createHealthServer({
+    secrets: new SecretRegistry(),
     host: "127.0.0.1",
     port: 0,
     db,
@@ -161,6 +163,7 @@ t.test("lifecycle: stop before start, twice, idle connections, address", async (
   const db = await deadDatabasePool(t);
   const { log } = captureLogger();
   const never = createHealthServer({
+    secrets: new SecretRegistry(),
     host: "127.0.0.1",
     port: 0,
     db,
@@ -192,6 +195,7 @@ t.test("a taken port rejects start() naming the address", async (t) => {
   const { port } = await startServer(t, db);
   const { log } = captureLogger();
   const second = createHealthServer({
+    secrets: new SecretRegistry(),
     host: "127.0.0.1",
     port,
     db,

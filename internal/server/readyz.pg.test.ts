@@ -6,8 +6,9 @@ import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import type { SupplierConfig } from "../config/types.js";
 import { TICK_OUTCOMES } from "../ingestion/ports.js";
+import { createMetrics, RECORD_RESULTS } from "../observability/metrics.js";
 import { ManualClock } from "../platform/clock.js";
-import { createMetrics, RECORD_RESULTS } from "../platform/metrics.js";
+import { SecretRegistry } from "../platform/redact.js";
 import { createHealthServer } from "./server.js";
 import {
   captureLogger,
@@ -47,6 +48,7 @@ async function setup(t: Teardown, freshnessCacheMs = 0) {
   const metrics = createMetrics();
   for (const s of SUPPLIERS) if (s.enabled) metrics.initSupplier(s.name);
   const server = createHealthServer({
+    secrets: new SecretRegistry(),
     host: "127.0.0.1",
     port: 0,
     db,
@@ -199,6 +201,7 @@ t.test("two instances report the same freshness from the same table", async (t) 
   const shared = a.db;
   const metrics = createMetrics({ processMetrics: false });
   const other = createHealthServer({
+    secrets: new SecretRegistry(),
     host: "127.0.0.1",
     port: 0,
     db: shared,

@@ -15,10 +15,11 @@ import http from "node:http";
 import { hostname } from "node:os";
 import type pg from "pg";
 import type { SupplierConfig } from "../config/types.js";
+import type { Metrics } from "../observability/metrics.js";
 import { type Clock, systemClock } from "../platform/clock.js";
 import { errorMessage, InfraError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
-import type { Metrics } from "../platform/metrics.js";
+import type { SecretRegistry } from "../platform/redact.js";
 import { createConsole } from "./console/console.js";
 import type { ConsoleInstance } from "./console/layout.js";
 import { createFreshnessCache, type FreshnessSnapshot } from "./freshness.js";
@@ -35,6 +36,8 @@ export interface HealthServerOptions {
   suppliers: SupplierConfig[];
   metrics: Metrics;
   log: Logger;
+  /** The app's redaction registry: the console scrubs stored messages and payloads with it. */
+  secrets: SecretRegistry;
   /** Time source for ages and the freshness cache. */
   clock?: Clock;
   /** How long a freshness read is reused, in ms. Default 5000. */
@@ -104,6 +107,7 @@ export function createHealthServer(options: HealthServerOptions): HealthServer {
     },
     clock,
     log,
+    secrets: options.secrets,
     freshness: () => readFreshness(),
     queryTimeoutMs: options.consoleTimeoutMs ?? 5_000,
   });

@@ -7,6 +7,7 @@ import { request } from "node:http";
 import net from "node:net";
 import pg from "pg";
 import { createLogger, type Logger } from "../platform/logger.js";
+import { SecretRegistry } from "../platform/redact.js";
 
 export interface Teardown {
   teardown(fn: () => unknown): void;
@@ -87,7 +88,11 @@ export function rawExchange(
 /** A logger whose lines tests can read. */
 export function captureLogger(): { log: Logger; lines: () => Record<string, unknown>[] } {
   const raw: string[] = [];
-  const log = createLogger({ level: "debug", destination: { write: (s: string) => raw.push(s) } });
+  const log = createLogger({
+    level: "debug",
+    secrets: new SecretRegistry(),
+    destination: { write: (s: string) => raw.push(s) },
+  });
   return { log, lines: () => raw.map((l) => JSON.parse(l) as Record<string, unknown>) };
 }
 

@@ -2,6 +2,7 @@ import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { OffsetClock, systemClock } from "../platform/clock.js";
 import { createLogger } from "../platform/logger.js";
+import { SecretRegistry } from "../platform/redact.js";
 import { DatabaseClock } from "../scheduler/database-clock.js";
 import { databaseClockTimestamp, databaseNow } from "./db-clock.js";
 
@@ -26,7 +27,7 @@ t.test("measured against a real server, a host clock 90 s behind is found 90 s b
   const clock = new DatabaseClock({
     host: new OffsetClock(systemClock, -90_000),
     readDatabaseMs: () => databaseClockTimestamp(pool),
-    log: createLogger({ level: "silent" }),
+    log: createLogger({ level: "silent", secrets: new SecretRegistry() }),
   });
   await clock.start();
   t.ok(Math.abs(clock.offsetMs - 90_000) < 50, `offset ${clock.offsetMs.toFixed(1)} ms`);

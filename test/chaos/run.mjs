@@ -12,11 +12,9 @@
 //
 //   node test/chaos/run.mjs [--no-build] [--lease advisory|table|both] [name-filter...]
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import pg from "pg";
+import { createDatabase, freePort, makeDataParent } from "../support/pg-runtime.mjs";
 import { initPostgres, startPostgres, stopPostgres } from "./helpers/pg-server.mjs";
 
 const root = new URL("../..", import.meta.url).pathname;
@@ -51,23 +49,6 @@ const TABLE_LEASE_TTL = "3s";
 const FILE_TIMEOUT_S = 240;
 /** Files that need longer: the fleet runs 3 daemons x 1,000 suppliers for 3 slots. */
 const FILE_TIMEOUTS_S = { "test/chaos/fleet.chaos.test.ts": 420 };
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-    srv.on("error", reject);
-  });
-}
-
-function withDatabase(url, name) {
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  return u.toString();
-}
 
 function runTap(file, env) {
   return new Promise((resolve) => {
@@ -124,9 +105,8 @@ async function main() {
       .map((file) => [lease, file]),
   );
 
-  const dir = mkdtempSync(join(tmpdir(), "supplier-sync-chaos-"));
-  // initdb runs as the `postgres` system user when we are root: it must write here.
-  chmodSync(dir, 0o777);
+  // As root, initdb and the postmaster run as the `postgres` user (data/ is theirs).
+  const dir = makeDataParent("supplier-sync-chaos-");
   const dataDir = join(dir, "data");
   const port = await freePort();
   const results = join(dir, "results.jsonl");
@@ -138,14 +118,8 @@ async function main() {
     const adminUrl = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
     console.error(`chaos: own PostgreSQL on 127.0.0.1:${port} (${dataDir})`);
     const template = "ss_chaos_tpl";
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`create database ${template}`);
-    await admin.end();
     const { runMigrations } = await import(join(root, "dist/internal/store/migrate.js"));
-    const pool = new pg.Pool({ connectionString: withDatabase(adminUrl, template), max: 1 });
-    await runMigrations(pool);
-    await pool.end();
+    await createDatabase(adminUrl, template, runMigrations);
 
     const env = {
       ...process.env,

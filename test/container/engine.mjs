@@ -4,7 +4,6 @@
  * small utilities (free loopback port, bounded polling). No test logic here.
  */
 import { spawn, spawnSync } from "node:child_process";
-import { createServer } from "node:net";
 
 /**
  * The engine to use: `CONTAINER_ENGINE` if set, else the first of docker, podman whose
@@ -73,17 +72,8 @@ export async function mustRun(engine, args, opts) {
   return r.stdout.trim();
 }
 
-/** A TCP port free on 127.0.0.1 right now (host networking shares the host's ports). */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      srv.close(() => resolve(typeof addr === "object" && addr ? addr.port : 0));
-    });
-  });
-}
+// Host networking shares the host's ports: one free on 127.0.0.1 right now.
+export { freePort } from "../support/pg-runtime.mjs";
 
 /**
  * Polls `probe` every `everyMs` until it returns a truthy value, which is returned;

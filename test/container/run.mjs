@@ -28,7 +28,8 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { freePort, mustRun, pickEngine, runEngine } from "./engine.mjs";
+import { createDatabase, dropDatabase, freePort } from "../support/pg-runtime.mjs";
+import { mustRun, pickEngine, runEngine } from "./engine.mjs";
 import { runScenario } from "./scenario.mjs";
 
 const IMAGE = process.env.SUPPLIER_SYNC_TEST_IMAGE || "supplier-sync:test";
@@ -71,11 +72,10 @@ console.log(`# image ${IMAGE}: ${(size / 1e6).toFixed(1)} MB (${size} bytes)`);
 const tag = `ss-ct-${process.pid}`;
 const dbName = `ss_container_${process.pid}`;
 const baseUrl = new URL(process.env.TEST_DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test");
-const dbUrl = new URL(baseUrl);
-dbUrl.pathname = `/${dbName}`;
+// Not migrated: `supplier-sync migrate` from the image does that.
+const dbUrl = new URL(await createDatabase(baseUrl.toString(), dbName));
 const admin = new pg.Client({ connectionString: baseUrl.toString() });
 await admin.connect();
-await admin.query(`create database ${dbName}`);
 
 // Connectors and simulator config, readable by the container's non-root user.
 const dir = mkdtempSync(join(tmpdir(), "ss-container-"));
@@ -154,8 +154,8 @@ try {
     await runEngine(engine, ["kill", name], { timeoutMs: 30_000 }).catch(() => {});
     await runEngine(engine, ["rm", "-f", name], { timeoutMs: 30_000 }).catch(() => {});
   }
-  await admin.query(`drop database if exists ${dbName} with (force)`).catch(() => {});
   await admin.end().catch(() => {});
+  await dropDatabase(baseUrl.toString(), dbName);
   rmSync(dir, { recursive: true, force: true });
 }
 console.log(`# container test ${failed ? "FAILED" : "passed"} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);

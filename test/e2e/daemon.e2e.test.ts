@@ -24,7 +24,8 @@ t.test("two daemons 1.5 s apart, 3 s slots, 30 s: one walk per slot, never overl
     SUPPLIER_SYNC_CONNECTORS_DIR: dir,
   });
   const a = startCli(t, [], env);
-  await new Promise((r) => setTimeout(r, 1_500));
+  // b starts once a's scheduler runs (an event, bounded), then both run side by side for 30 s.
+  await a.waitForLog((l) => l.msg === "scheduler started", 20_000);
   const b = startCli(t, [], env);
   await new Promise((r) => setTimeout(r, 30_000));
   a.child.kill("SIGTERM");

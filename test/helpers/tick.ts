@@ -2,15 +2,16 @@ import type pg from "pg";
 import type { Connector } from "../../internal/ingestion/ports.js";
 import { runTick, type TickDeps, type TickResult } from "../../internal/ingestion/tick.js";
 import { acquireLease } from "../../internal/lease/lease.js";
+import { createMetrics } from "../../internal/observability/metrics.js";
 import { systemClock } from "../../internal/platform/clock.js";
 import { createLogger, type Logger } from "../../internal/platform/logger.js";
-import { createMetrics } from "../../internal/platform/metrics.js";
+import { SecretRegistry } from "../../internal/platform/redact.js";
 import * as store from "../../internal/store/runs.js";
 
 /** What `runTick` needs, on `pool`, with a real lease and the real store. */
 export function tickDeps(
   pool: pg.Pool,
-  log: Logger = createLogger({ level: "silent" }),
+  log: Logger = createLogger({ level: "silent", secrets: new SecretRegistry() }),
   heartbeatMs = 1_000,
 ): TickDeps {
   return {

@@ -14,8 +14,9 @@ import { join } from "node:path";
 import type { BrowserContext, Locator, Page } from "playwright-core";
 import t, { type Test } from "tap";
 import { createTestDatabase, testPool } from "../../../test/helpers/db.js";
+import { createMetrics } from "../../observability/metrics.js";
 import { ManualClock } from "../../platform/clock.js";
-import { createMetrics } from "../../platform/metrics.js";
+import { SecretRegistry } from "../../platform/redact.js";
 import { createHealthServer } from "../server.js";
 import { captureLogger, type Teardown } from "../test-support.js";
 import { chromiumMissing, openBrowser } from "./browser-support.js";
@@ -100,6 +101,7 @@ async function startConsole(t: Teardown): Promise<{ origin: string; scene: Scene
   const db = testPool(t, await createTestDatabase(t));
   const scene = await seedScene(db, NOW);
   const server = createHealthServer({
+    secrets: new SecretRegistry(),
     host: "127.0.0.1",
     port: 0,
     db,

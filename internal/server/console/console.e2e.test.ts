@@ -5,8 +5,9 @@
  */
 import t from "tap";
 import { createTestDatabase, testPool } from "../../../test/helpers/db.js";
+import { createMetrics } from "../../observability/metrics.js";
 import { ManualClock } from "../../platform/clock.js";
-import { createMetrics } from "../../platform/metrics.js";
+import { SecretRegistry } from "../../platform/redact.js";
 import { MAX_REJECTS_SHOWN, REJECT_RAW_MAX_BYTES } from "../../store/console-queries.js";
 import { createHealthServer } from "../server.js";
 import {
@@ -34,6 +35,7 @@ async function setup(t: Teardown) {
   });
   t.teardown(() => readOnly.end());
   const server = createHealthServer({
+    secrets: new SecretRegistry(),
     host: "127.0.0.1",
     port: 0,
     db: readOnly,
@@ -233,6 +235,7 @@ t.test("a run of a disabled supplier and hostile text in every column stay text"
 t.test("the database unreachable: 503 pages that say so, with the headers", async (t) => {
   const db = await deadDatabasePool(t);
   const server = createHealthServer({
+    secrets: new SecretRegistry(),
     host: "127.0.0.1",
     port: 0,
     db,
@@ -284,6 +287,7 @@ t.test(
   async (t) => {
     const db = await hungDatabasePool(t);
     const server = createHealthServer({
+      secrets: new SecretRegistry(),
       host: "127.0.0.1",
       port: 0,
       db,

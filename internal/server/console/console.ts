@@ -21,6 +21,7 @@ import type { SupplierConfig } from "../../config/types.js";
 import type { Clock } from "../../platform/clock.js";
 import { errorMessage } from "../../platform/errors.js";
 import type { Logger } from "../../platform/logger.js";
+import type { SecretRegistry } from "../../platform/redact.js";
 import { parseRunId, readOverview, readRunDetail, type SupplierLatest } from "../../store/console-queries.js";
 import type { FreshnessSnapshot } from "../freshness.js";
 import type { Html } from "./html.js";
@@ -38,6 +39,8 @@ export interface ConsoleOptions {
   instance: ConsoleInstance;
   clock: Clock;
   log: Logger;
+  /** Scrubs stored messages and payloads shown on the pages. */
+  secrets: SecretRegistry;
   /** Freshness as `/readyz` sees it, for the overview when the database is down. */
   freshness: () => Promise<FreshnessSnapshot>;
   /** Bound of one page's reads. */
@@ -71,7 +74,7 @@ const reply = (status: number, body: Html): ConsolePage => ({
 });
 
 export function createConsole(options: ConsoleOptions): Console {
-  const { db, suppliers, instance, clock, log } = options;
+  const { db, suppliers, instance, clock, log, secrets } = options;
   const names = suppliers.map((s) => s.name);
   let inFlight = 0;
   const strips = new Map<string, { version: string; html: Html }>();
@@ -136,6 +139,7 @@ export function createConsole(options: ConsoleOptions): Console {
           fallbackLastSuccess: new Map(),
           database: "ok",
           instance,
+          secrets,
           nowMs,
         });
         return reply(200, page);
@@ -150,6 +154,7 @@ export function createConsole(options: ConsoleOptions): Console {
           fallbackLastSuccess: snapshot.lastSuccess,
           database: "unreachable",
           instance,
+          secrets,
           nowMs,
         }),
       );
@@ -170,7 +175,7 @@ export function createConsole(options: ConsoleOptions): Console {
       if (result.value === undefined) {
         return reply(404, renderRunNotFound(`No run has id ${id}.`, instance, "ok"));
       }
-      return reply(200, renderRun(id, result.value, instance));
+      return reply(200, renderRun(id, result.value, instance, secrets));
     },
   };
 }

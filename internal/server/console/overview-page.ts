@@ -5,7 +5,7 @@
  */
 import type { SupplierConfig } from "../../config/types.js";
 import { formatElapsed } from "../../platform/duration.js";
-import { safeText } from "../../platform/redact.js";
+import type { SecretRegistry } from "../../platform/redact.js";
 import { type RunMark, STRIP_RUNS, type SupplierLatest } from "../../store/console-queries.js";
 import { evaluateSupplier, type SupplierFreshness } from "../readiness.js";
 import { escapeHtml, Html, html } from "./html.js";
@@ -21,6 +21,8 @@ export interface OverviewInput {
   fallbackLastSuccess: ReadonlyMap<string, Date | null>;
   database: "ok" | "unreachable";
   instance: ConsoleInstance;
+  /** Scrubs the stored error messages shown. */
+  secrets: SecretRegistry;
   nowMs: number;
 }
 
@@ -55,7 +57,7 @@ ${
 <td data-error-code>${
         last.errorCode === null
           ? html`<span class="muted">—</span>`
-          : html`<span class="err code" title="${safeText(last.errorMessage ?? "", 500)}">${last.errorCode}</span>`
+          : html`<span class="err code" title="${input.secrets.safeText(last.errorMessage ?? "", 500)}">${last.errorCode}</span>`
       }</td>
 <td class="num">${last.counts.pages}</td>
 <td class="num">${last.counts.recordsSeen}</td>

@@ -3,7 +3,7 @@
  * reject's raw payload pretty-printed and cut at 10 KB (DESIGN §8). A payload is
  * supplier text: it is escaped like everything else, so markup in it shows as text.
  */
-import { safeText } from "../../platform/redact.js";
+import type { SecretRegistry } from "../../platform/redact.js";
 import {
   MAX_REJECTS_SHOWN,
   MAX_STEPS_SHOWN,
@@ -16,7 +16,14 @@ import { type ConsoleInstance, formatSpan, formatTime, page, stateBadge } from "
 /** Longest text of one column value shown (error messages are already cut at 2,000 when stored). */
 const COLUMN_TEXT_MAX = 4_000;
 
-export function renderRun(id: string, detail: RunDetail, instance: ConsoleInstance): Html {
+export function renderRun(
+  id: string,
+  detail: RunDetail,
+  instance: ConsoleInstance,
+  secrets: SecretRegistry,
+): Html {
+  const safeText = (text: string, maxLength: number) => secrets.safeText(text, maxLength);
+  const columnValue = (value: unknown) => columnHtml(value, secrets);
   const startedAt = detail.columns.find((c) => c.name === "started_at")?.value;
   const finishedAt = detail.columns.find((c) => c.name === "finished_at")?.value;
   const duration =
@@ -71,11 +78,11 @@ ${
   return page(`Run #${id}`, instance, "ok", body);
 }
 
-function columnValue(value: unknown): Html {
+function columnHtml(value: unknown, secrets: SecretRegistry): Html {
   if (value === null || value === undefined) return html`<span class="muted">null</span>`;
   if (value instanceof Date) return html`${value.toISOString()}`;
   const text = typeof value === "object" ? JSON.stringify(value) : String(value);
-  return html`${safeText(text, COLUMN_TEXT_MAX)}`;
+  return html`${secrets.safeText(text, COLUMN_TEXT_MAX)}`;
 }
 
 /** The page for an id that is malformed or names no run. */

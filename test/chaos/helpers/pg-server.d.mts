@@ -1,6 +1,6 @@
 /** The directory of the bundled PostgreSQL binaries for this platform. */
 export function postgresBinDir(): string;
-/** Runs initdb in `dataDir` (whose parent must be writable by the postgres user). */
+/** Runs initdb in `dataDir` (as root: as the `postgres` user, who must be able to traverse its parent). */
 export function initPostgres(options: { dataDir: string; port: number }): Promise<void>;
 /** Resolves once `url` accepts a query, or rejects after `timeoutMs`. */
 export function waitForPostgres(url: string, timeoutMs?: number): Promise<void>;

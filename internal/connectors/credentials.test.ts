@@ -1,13 +1,13 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import t from "tap";
+import type { AuthDefinition } from "../config/connector-schema.js";
 import { ConfigError } from "../platform/errors.js";
-import { safeText } from "../platform/redact.js";
-import type { AuthDefinition } from "./connector-schema.js";
-import { resolveAuthHeaders } from "./secrets.js";
+import { SecretRegistry } from "../platform/redact.js";
+import { resolveAuthHeaders } from "./credentials.js";
 
-function sources(dir: string, env: Record<string, string> = {}) {
-  return { connectorsDir: dir, readSecretEnv: (name: string) => env[name] };
+function sources(dir: string, env: Record<string, string> = {}, secrets = new SecretRegistry()) {
+  return { connectorsDir: dir, readSecretEnv: (name: string) => env[name], secrets };
 }
 
 /** The ConfigError message of `fn`; any other exception fails the test by propagating. */
@@ -26,12 +26,14 @@ t.test("none", async (t) => {
 });
 
 t.test("bearer from env", async (t) => {
+  const secrets = new SecretRegistry();
   const headers = resolveAuthHeaders(
     { type: "bearer", tokenEnv: "ETM_TOKEN" },
-    sources(t.testdir(), { ETM_TOKEN: "tok-env-123" }),
+    sources(t.testdir(), { ETM_TOKEN: "tok-env-123" }, secrets),
   );
   t.same(headers, { authorization: "Bearer tok-env-123" });
-  t.equal(safeText("sent tok-env-123"), "sent [REDACTED]", "registered for redaction");
+  t.equal(secrets.safeText("sent tok-env-123"), "sent [REDACTED]", "registered for redaction");
+  t.equal(new SecretRegistry().safeText("sent tok-env-123"), "sent tok-env-123", "in that registry only");
 });
 
 t.test("header from file, relative to the connectors dir, re-read after rotation", async (t) => {
@@ -59,13 +61,14 @@ t.test("header value with an inner line break is refused without printing it", a
 
 t.test("basic from an absolute file and an env var", async (t) => {
   const dir = t.testdir({ user: "alice\r\n" });
+  const secrets = new SecretRegistry();
   const headers = resolveAuthHeaders(
     { type: "basic", usernameFile: join(dir, "user"), passwordEnv: "IEK_PASSWORD" },
-    sources("/nonexistent", { IEK_PASSWORD: "pa:ss wörd" }),
+    sources("/nonexistent", { IEK_PASSWORD: "pa:ss wörd" }, secrets),
   );
   const encoded = Buffer.from("alice:pa:ss wörd", "utf8").toString("base64");
   t.same(headers, { authorization: `Basic ${encoded}` });
-  t.equal(safeText(`Authorization: Basic ${encoded}`), "Authorization: Basic [REDACTED]");
+  t.equal(secrets.safeText(`Authorization: Basic ${encoded}`), "Authorization: Basic [REDACTED]");
 });
 
 t.test("basic username with a colon is refused", async (t) => {

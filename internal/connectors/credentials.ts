@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import type { AuthDefinition, LoginDefinition, SecretValue } from "../config/connector-schema.js";
 import { ConfigError, errorMessage } from "../platform/errors.js";
-import { secrets } from "../platform/redact.js";
-import type { AuthDefinition, LoginDefinition, SecretValue } from "./connector-schema.js";
+import type { SecretRegistry } from "../platform/redact.js";
 
 /**
  * Connector credentials → request headers (DESIGN §3). A secret is named in the
@@ -11,7 +11,7 @@ import type { AuthDefinition, LoginDefinition, SecretValue } from "./connector-s
  *
  * Invariants: files are re-read at every call, so a rotated secret applies at the
  * next tick without a restart; every value resolved is registered with the
- * process-wide redaction registry before its header is returned; no error message ever
+ * app's redaction registry (`SecretSources.secrets`) before its header is returned; no error message ever
  * contains a secret value, only the field and the variable or file that holds it.
  */
 
@@ -21,6 +21,8 @@ export interface SecretSources {
   connectorsDir: string;
   /** Reads an env var named by the connector file (`Config.readSecretEnv`). */
   readSecretEnv: (name: string) => string | undefined;
+  /** The app's redaction registry: every value resolved is added to it. */
+  secrets: SecretRegistry;
 }
 
 /** Secret files are small (a token, a password); anything larger is a wrong path. */
@@ -93,7 +95,7 @@ export function resolveSecret(ref: SecretRef, sources: SecretSources): string {
  * @throws ConfigError naming the field and the env var or file when a secret is
  * unset, empty, unreadable or malformed. The value itself is never in the message.
  */
-export function resolveAuthHeaders(auth: AuthDefinition, options: SecretSources): Record<string, string> {
+export function resolveAuthHeaders(auth: AuthDefinition, sources: SecretSources): Record<string, string> {
   switch (auth.type) {
     case "none":
       return {};
@@ -111,9 +113,9 @@ export function resolveAuthHeaders(auth: AuthDefinition, options: SecretSources)
           fileKey: "tokenFile",
           filePath: auth.tokenFile,
         },
-        options,
+        sources,
       );
-      secrets.add(token);
+      sources.secrets.add(token);
       return { authorization: `Bearer ${token}` };
     }
     case "header": {
@@ -125,9 +127,9 @@ export function resolveAuthHeaders(auth: AuthDefinition, options: SecretSources)
           fileKey: "valueFile",
           filePath: auth.valueFile,
         },
-        options,
+        sources,
       );
-      secrets.add(value);
+      sources.secrets.add(value);
       return { [auth.name]: value };
     }
     case "basic": {
@@ -139,7 +141,7 @@ export function resolveAuthHeaders(auth: AuthDefinition, options: SecretSources)
           fileKey: "usernameFile",
           filePath: auth.usernameFile,
         },
-        options,
+        sources,
       );
       if (username.includes(":")) {
         // RFC 7617: the first colon separates user from password, so the server would split it wrongly.
@@ -153,14 +155,14 @@ export function resolveAuthHeaders(auth: AuthDefinition, options: SecretSources)
           fileKey: "passwordFile",
           filePath: auth.passwordFile,
         },
-        options,
+        sources,
       );
       const pair = `${username}:${password}`;
       // The header carries base64(user:pass). The registry scrubs in insertion order, and when the
       // username is 3n bytes base64(pass) is a suffix of it: the pair goes first so it is scrubbed whole.
-      secrets.add(pair);
-      secrets.add(username);
-      secrets.add(password);
+      sources.secrets.add(pair);
+      sources.secrets.add(username);
+      sources.secrets.add(password);
       return { authorization: `Basic ${Buffer.from(pair, "utf8").toString("base64")}` };
     }
   }
@@ -184,7 +186,7 @@ export function resolveQueryAuth(
     },
     sources,
   );
-  secrets.add(value);
+  sources.secrets.add(value);
   return { param: auth.param, value };
 }
 
@@ -214,9 +216,9 @@ export function resolveOAuth2Client(
     sources,
   );
   const pair = `${clientId}:${clientSecret}`;
-  secrets.add(pair);
-  secrets.add(clientId);
-  secrets.add(clientSecret);
+  sources.secrets.add(pair);
+  sources.secrets.add(clientId);
+  sources.secrets.add(clientSecret);
   return { clientId, clientSecret };
 }
 
@@ -237,7 +239,7 @@ export function resolveSecretValue(value: SecretValue, label: string, sources: S
           { label, envKey: "env", envName: undefined, fileKey: "file", filePath: value.file },
           sources,
         );
-  secrets.add(secret);
+  sources.secrets.add(secret);
   return secret;
 }
 
