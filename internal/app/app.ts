@@ -27,7 +27,7 @@ import { createPool } from "../store/db.js";
 import { databaseClockTimestamp } from "../store/db-clock.js";
 import { runMigrations } from "../store/migrate.js";
 import { lastSuccesses } from "../store/run-queries.js";
-import * as store from "../store/runs.js";
+import { runSessions } from "../store/run-session.js";
 import { type EmbeddedDatabase, startEmbeddedDatabase } from "./embedded-db.js";
 
 /** Lifecycle of the app, in order. */
@@ -152,12 +152,14 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
     const db = pool;
     const running = runTick(
       {
-        pool: db,
-        store,
-        acquireLease: (name) =>
-          config.lease === "table"
-            ? tryTableLease(db, name, { ttlMs: config.leaseTtlMs, owner, clock, log })
-            : acquireLease(db, name, log),
+        sessions: runSessions(
+          db,
+          (name) =>
+            config.lease === "table"
+              ? tryTableLease(db, name, { ttlMs: config.leaseTtlMs, owner, clock, log })
+              : acquireLease(db, name, log),
+          { clock },
+        ),
         log,
         metrics,
         clock,

@@ -9,7 +9,8 @@ import { OffsetClock, systemClock } from "../platform/clock.js";
 import { IngestionError } from "../platform/errors.js";
 import { createLogger } from "../platform/logger.js";
 import { createMetrics } from "../platform/metrics.js";
-import * as store from "../store/runs.js";
+import { commitPage } from "../store/offers.js";
+import { startRun } from "../store/runs.js";
 import type { Connector, Offer, Page, WalkContext } from "./ports.js";
 import { type ConnectorSlot, runTick, type TickDeps } from "./tick.js";
 
@@ -308,13 +309,13 @@ t.test(
   async (t) => {
     const pool = testPool(t, await createTestDatabase(t), 6);
     const lease = await acquireLease(pool, "etm", log);
-    const runId = await store.startRun(lease!.client, {
+    const runId = await startRun(lease!.client, {
       supplier: "etm",
       slotStart: new Date(0),
       trigger: "schedule",
       owner: { hostname: "h", pid: 2, bootId: "x" },
     });
-    await store.commitPage(lease!.client, { runId, supplier: "etm", page: page(1) });
+    await commitPage(lease!.client, { runId, supplier: "etm", page: page(1) });
     await lease!.client.query("select 1");
     // The holder dies: its session ends without closing the run.
     lease!.client.release(true);

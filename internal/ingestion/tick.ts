@@ -2,8 +2,8 @@
  * One tick of one supplier: lease → recovery → due gate → run → close → release.
  *
  * Invariants:
- * - Nothing is written for a supplier without its lease, and every write of the run
- *   goes through the lease connection (`lease.client`).
+ * - Nothing is written for a supplier without its lease, and every read and write of
+ *   the tick goes through its run session (`RunSession`, the lease connection).
  * - A run's outcome comes from `closeRun`, which derives it in SQL from the committed
  *   steps; nothing here can declare success on its own.
  * - A tick that lost its lease writes nothing more for its run except the one
@@ -12,7 +12,6 @@
  * - Shutdown is soft: the walk stops at the next page boundary and the run is closed
  *   `SHUTDOWN`. Lease loss and deadlines are hard: in-flight requests are aborted.
  */
-import type pg from "pg";
 import type { SupplierConfig } from "../config/types.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage, IngestionError, isIngestionError } from "../platform/errors.js";
@@ -20,52 +19,15 @@ import type { Logger } from "../platform/logger.js";
 import type { Metrics } from "../platform/metrics.js";
 import type {
   Connector,
-  Lease,
-  LeaseBusy,
-  Page,
   PageCounts,
-  Reject,
   RunOwner,
+  RunSession,
+  RunSessions,
   RunState,
   RunTrigger,
   TickOutcome,
 } from "./ports.js";
 import { slotStartOf } from "./slots.js";
-
-/** What the tick needs from the store (implemented by internal/store). */
-export interface TickStore {
-  /** PostgreSQL's `now()` in ms since the epoch: the clock every slot is cut from. */
-  databaseNow(db: pg.ClientBase): Promise<number>;
-  recoverAbandonedRuns(
-    db: pg.ClientBase,
-    supplier: string,
-  ): Promise<{ id: number; state: "partial" | "failed"; pages: number }[]>;
-  hasSuccessInSlot(db: pg.ClientBase, supplier: string, slotStart: Date): Promise<boolean>;
-  startRun(
-    db: pg.ClientBase,
-    input: { supplier: string; slotStart: Date; trigger: RunTrigger; owner: RunOwner },
-  ): Promise<number>;
-  heartbeatRun(db: pg.ClientBase, runId: number): Promise<void>;
-  commitPage(
-    client: pg.ClientBase,
-    input: { runId: number; supplier: string; page: Page },
-  ): Promise<PageCounts>;
-  recordFailedStep(
-    db: pg.ClientBase,
-    input: {
-      runId: number;
-      supplier: string;
-      seq: number;
-      errorCode: string;
-      httpAttempts: number;
-      rejects?: Reject[];
-    },
-  ): Promise<void>;
-  closeRun(
-    db: pg.ClientBase | pg.Pool,
-    input: { runId: number; walkComplete: boolean; errorCode: string | null; errorMessage: string | null },
-  ): Promise<{ state: RunState; counts: { recordsDelisted: number } } | null>;
-}
 
 /** A supplier's connector, or why it has none. */
 export type ConnectorSlot =
@@ -73,16 +35,12 @@ export type ConnectorSlot =
   | { kind: "missing" | "invalid"; reason: string };
 
 export interface TickDeps {
-  pool: pg.Pool;
-  store: TickStore;
-  /** `null` (advisory) or a `LeaseBusy` (table) when another holder has the lease. */
-  acquireLease(supplier: string): Promise<Lease | LeaseBusy | null>;
+  /** Run sessions under the supplier's lease: the tick's only way to the database. */
+  sessions: RunSessions;
   log: Logger;
   metrics: Metrics;
   clock: Clock;
   owner: RunOwner;
-  /** How often the run heartbeat is written through the lease connection. */
-  heartbeatMs?: number;
 }
 
 export interface TickRequest {
@@ -151,17 +109,17 @@ async function tickUnderLease(
   tickLog: Logger,
 ): Promise<Omit<TickResult, "durationMs" | "supplier">> {
   const supplier = req.supplier.name;
-  const got = await deps.acquireLease(supplier);
+  const got = await deps.sessions.open(supplier, tickLog);
   if (!got) return { outcome: "lease_busy" };
   if ("busyUntilMs" in got) return { outcome: "lease_busy", leaseBusyUntilMs: got.busyUntilMs };
-  const lease = got;
+  const session = got;
   try {
     // DESIGN §4: the slot is cut from the database's clock, read under the lease, so
     // hosts whose clocks disagree still agree on it (and on the due gate below).
-    const dbNow = await deps.store.databaseNow(lease.client);
+    const dbNow = await session.databaseNow();
     const slotStart = new Date(slotStartOf(dbNow, req.supplier.intervalMs));
     const log = tickLog.child({ slot: slotStart.toISOString() });
-    const recovered = await deps.store.recoverAbandonedRuns(lease.client, supplier);
+    const recovered = await session.recoverAbandoned();
     for (const run of recovered) {
       deps.metrics.runsRecovered.inc({ supplier });
       log.warn(
@@ -169,22 +127,16 @@ async function tickUnderLease(
         "recovered abandoned run (INTERRUPTED)",
       );
     }
-    if (!req.force && (await deps.store.hasSuccessInSlot(lease.client, supplier, slotStart))) {
+    if (!req.force && !(await session.isDue(slotStart))) {
       return { outcome: "not_due", slotStart };
     }
     const trigger: RunTrigger = req.force ? "forced" : req.trigger;
-    const runId = await deps.store.startRun(lease.client, {
-      supplier,
-      slotStart,
-      trigger,
-      owner: deps.owner,
-    });
+    const runId = await session.start({ slotStart, trigger, owner: deps.owner });
     const runLog = log.child({ run_id: runId });
     if (req.connector.kind !== "ok") {
       const code = "CONNECTOR_MISSING";
       runLog.warn({ reason: req.connector.reason }, `connector ${req.connector.kind}`);
-      const closed = await deps.store.closeRun(lease.client, {
-        runId,
+      const closed = await session.close({
         walkComplete: false,
         errorCode: code,
         errorMessage: req.connector.reason,
@@ -197,9 +149,9 @@ async function tickUnderLease(
         errorCode: code,
       };
     }
-    return { slotStart, ...(await walkAndClose(deps, req, req.connector, lease, runId, runLog)) };
+    return { slotStart, ...(await walkAndClose(deps, req, req.connector, session, runId, runLog)) };
   } finally {
-    await lease.release();
+    await session.release();
   }
 }
 
@@ -207,7 +159,7 @@ async function walkAndClose(
   deps: TickDeps,
   req: TickRequest,
   slot: Extract<ConnectorSlot, { kind: "ok" }>,
-  lease: Lease,
+  session: RunSession,
   runId: number,
   log: Logger,
 ): Promise<Omit<TickResult, "durationMs" | "supplier">> {
@@ -217,9 +169,8 @@ async function walkAndClose(
     () => deadline.abort(new IngestionError("DEADLINE", `run exceeded timeouts.runMs (${slot.runMs} ms)`)),
     () => {},
   );
-  const hardSignals = [lease.signal, deadline.signal, ...(req.abortSignal ? [req.abortSignal] : [])];
+  const hardSignals = [session.signal, deadline.signal, ...(req.abortSignal ? [req.abortSignal] : [])];
   const walkSignal = AbortSignal.any(hardSignals);
-  const heartbeat = startHeartbeat(deps, lease, runId, walkSignal, log);
 
   const counts = { pages: 0, seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0, delisted: 0 };
   let walkComplete = false;
@@ -235,9 +186,7 @@ async function walkAndClose(
       const total = page.offers.length + page.rejects.length;
       if (total > 0 && page.rejects.length / total > slot.maxRejectRatio) {
         const message = `${page.rejects.length} of ${total} records invalid on page ${page.seq} (maxRejectRatio ${slot.maxRejectRatio}); first: ${page.rejects[0]?.reason}`;
-        await deps.store.recordFailedStep(lease.client, {
-          runId,
-          supplier,
+        await session.failStep({
           seq: page.seq,
           errorCode: "CONTRACT",
           httpAttempts: page.httpAttempts,
@@ -249,7 +198,7 @@ async function walkAndClose(
         stoppedEarly = true;
         break;
       }
-      const c = await deps.store.commitPage(lease.client, { runId, supplier, page });
+      const c = await session.commitPage(page);
       lastSeq = page.seq;
       writing = undefined;
       counts.pages++;
@@ -278,12 +227,10 @@ async function walkAndClose(
     }
   } catch (err) {
     failure = walkSignal.aborted ? reasonOf(walkSignal.reason) : reasonOf(err);
-    if (!lease.lost && failure.code !== "LEASE_LOST") {
+    if (!session.lost && failure.code !== "LEASE_LOST") {
       // The page that failed is recorded as a failed step (its data, if any, was rolled back).
-      await deps.store
-        .recordFailedStep(lease.client, {
-          runId,
-          supplier,
+      await session
+        .failStep({
           // A failure while writing belongs to that page; one while fetching, to the next.
           seq: writing ?? lastSeq + 1,
           errorCode: failure.code,
@@ -294,20 +241,15 @@ async function walkAndClose(
   } finally {
     deadline.abort();
     await deadlineTimer;
-    await heartbeat.stop();
   }
 
-  if (lease.lost || failure?.code === "LEASE_LOST") {
+  if (session.lost || failure?.code === "LEASE_LOST") {
     // Nothing more is written through the dead session. One CAS close from a fresh connection.
     let state: RunState | undefined;
     try {
-      const closed = await deps.store.closeRun(deps.pool, {
-        runId,
-        walkComplete: false,
-        errorCode: "LEASE_LOST",
-        errorMessage: failure?.message ?? "lease connection lost",
-      });
-      state = closed?.state;
+      state =
+        (await deps.sessions.closeAfterLostLease(runId, failure?.message ?? "lease connection lost")) ??
+        undefined;
     } catch (err) {
       log.warn({ err: errorMessage(err) }, "could not close the run after losing the lease; recovery will");
     }
@@ -315,8 +257,7 @@ async function walkAndClose(
   }
 
   try {
-    const closed = await deps.store.closeRun(lease.client, {
-      runId,
+    const closed = await session.close({
       walkComplete,
       errorCode: failure?.code ?? null,
       errorMessage: failure?.message ?? null,
@@ -324,7 +265,7 @@ async function walkAndClose(
     if (!closed) {
       return { outcome: "failed", runId, errorCode: "INTERRUPTED", counts };
     }
-    counts.delisted = closed.counts.recordsDelisted;
+    counts.delisted = closed.delisted;
     if (counts.delisted > 0) deps.metrics.records.inc({ supplier, result: "delisted" }, counts.delisted);
     const outcome: TickOutcome =
       closed.state === "succeeded" ? "success" : closed.state === "partial" ? "partial" : "failed";
@@ -342,39 +283,4 @@ function reasonOf(err: unknown): { code: string; message: string } {
   if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code))
     return { code: "DATABASE", message: errorMessage(err) };
   return { code: "INTERNAL", message: errorMessage(err) };
-}
-
-function startHeartbeat(
-  deps: TickDeps,
-  lease: Lease,
-  runId: number,
-  signal: AbortSignal,
-  log: Logger,
-): { stop(): Promise<void> } {
-  const stop = new AbortController();
-  const both = AbortSignal.any([signal, stop.signal]);
-  // A table lease is renewed by this heartbeat, every third of its TTL at least.
-  const every = Math.min(deps.heartbeatMs ?? 10_000, lease.renewEveryMs ?? Number.POSITIVE_INFINITY);
-  const loop = (async () => {
-    for (;;) {
-      try {
-        await deps.clock.sleep(every, both);
-      } catch {
-        return;
-      }
-      await lease.renew?.();
-      if (lease.lost) return;
-      try {
-        await deps.store.heartbeatRun(lease.client, runId);
-      } catch (err) {
-        log.warn({ err: errorMessage(err) }, "run heartbeat failed");
-      }
-    }
-  })();
-  return {
-    async stop() {
-      stop.abort();
-      await loop;
-    },
-  };
 }

@@ -1,12 +1,12 @@
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
-import type { Connector, Lease, Page } from "../ingestion/ports.js";
+import type { Connector, Page } from "../ingestion/ports.js";
 import { runTick } from "../ingestion/tick.js";
 import { systemClock } from "../platform/clock.js";
 import { createLogger } from "../platform/logger.js";
 import { createMetrics } from "../platform/metrics.js";
 import { inTransaction } from "../store/queryable.js";
-import * as store from "../store/runs.js";
+import { type Lease, runSessions } from "../store/run-session.js";
 import { acquireLease } from "./lease.js";
 
 const log = createLogger({ level: "silent" });
@@ -104,12 +104,14 @@ t.test(
     };
     const result = await runTick(
       {
-        pool,
-        store,
-        acquireLease: async (name) => {
-          held = await acquireLease(pool, name, log);
-          return held;
-        },
+        sessions: runSessions(
+          pool,
+          async (name) => {
+            held = await acquireLease(pool, name, log);
+            return held;
+          },
+          { clock: systemClock },
+        ),
         log,
         metrics: createMetrics({ processMetrics: false }),
         clock: systemClock,

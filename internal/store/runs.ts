@@ -7,10 +7,6 @@ import type { RunOwner, RunState, RunTrigger } from "../ingestion/ports.js";
 import { inTransaction, type Queryable, toId } from "./queryable.js";
 import { applyDelisting, discardSeenSet, discardSeenSets, isSeenSetComplete } from "./seen-set.js";
 
-export { databaseNow } from "./db-clock.js";
-export { commitPage, recordFailedStep } from "./offers.js";
-export type { Queryable } from "./queryable.js";
-
 /** The counters of a run, named after their columns (`ingestion_runs.pages`, `records_*`). */
 export interface RunCounts {
   pages: number;
