@@ -29,8 +29,8 @@ import type {
 } from "./ports.js";
 import { slotStartOf } from "./slots.js";
 
-/** A supplier's connector, or why it has none. */
-export type ConnectorSlot =
+/** A supplier's connector as the app loaded it, or why it has none. */
+export type LoadedConnector =
   | { kind: "ok"; connector: Connector; maxRejectRatio: number; runMs: number }
   | { kind: "missing" | "invalid"; reason: string };
 
@@ -48,7 +48,7 @@ export interface TickRequest {
   trigger: RunTrigger;
   /** Bypasses the due gate, never the lease. */
   force: boolean;
-  connector: ConnectorSlot;
+  connector: LoadedConnector;
   /** Soft stop (shutdown): finish the current page, then close the run `SHUTDOWN`. */
   stopSignal?: AbortSignal;
   /** Hard stop: abort in-flight requests at once (shutdown budget exhausted). */
@@ -65,7 +65,7 @@ export interface TickResult {
   runId?: number;
   state?: RunState;
   errorCode?: string | null;
-  counts?: PageCounts & { pages: number; delisted: number };
+  counts?: TickCounts;
   durationMs: number;
 }
 
@@ -149,84 +149,139 @@ async function tickUnderLease(
         errorCode: code,
       };
     }
-    return { slotStart, ...(await walkAndClose(deps, req, req.connector, session, runId, runLog)) };
+    const tally = new RunTally(deps.metrics, supplier);
+    const walked = await walk(deps, req, req.connector, session, runId, tally, runLog);
+    return { slotStart, ...(await closeWalk(deps, session, runId, walked, tally, runLog)) };
   } finally {
     await session.release();
   }
 }
 
-async function walkAndClose(
+/** What a walk failed with: the code recorded on the run, and a message for humans. */
+interface Failure {
+  code: string;
+  message: string;
+}
+
+/**
+ * How a walk ended, for {@link closeWalk} to close the run with:
+ * - `complete`: the connector reached the catalog's end and every page was committed;
+ * - `stopped`: shutdown stopped it at a page boundary (`SHUTDOWN`);
+ * - `failed`: a page or the connector failed, or the walk was aborted (lease lost,
+ *   deadline, shutdown budget); the failing page, if any, is already a failed step.
+ */
+type WalkOutcome = { end: "complete"; failure: null } | { end: "stopped" | "failed"; failure: Failure };
+
+/** Counts of the run so far: pages committed, records by result, offers delisted. */
+export type TickCounts = PageCounts & { pages: number; delisted: number };
+
+/** The run's counts and the record metrics, added in one place. */
+class RunTally {
+  readonly counts: TickCounts = {
+    pages: 0,
+    seen: 0,
+    inserted: 0,
+    updated: 0,
+    unchanged: 0,
+    rejected: 0,
+    delisted: 0,
+  };
+
+  constructor(
+    private readonly metrics: Metrics,
+    private readonly supplier: string,
+  ) {}
+
+  /** A committed page's counts. */
+  addCommitted(c: PageCounts): void {
+    const { metrics, supplier } = this;
+    this.counts.pages++;
+    this.counts.seen += c.seen;
+    this.counts.inserted += c.inserted;
+    this.counts.updated += c.updated;
+    this.counts.unchanged += c.unchanged;
+    metrics.skusProcessed.inc({ supplier }, c.seen);
+    metrics.records.inc({ supplier, result: "inserted" }, c.inserted);
+    metrics.records.inc({ supplier, result: "updated" }, c.updated);
+    metrics.records.inc({ supplier, result: "unchanged" }, c.unchanged);
+    this.addRejected(c.rejected);
+  }
+
+  /** Rejects kept: of a committed page, or of a page failed for too many of them. */
+  addRejected(n: number): void {
+    this.counts.rejected += n;
+    this.metrics.records.inc({ supplier: this.supplier, result: "rejected" }, n);
+  }
+
+  addDelisted(n: number): void {
+    this.counts.delisted = n;
+    if (n > 0) this.metrics.records.inc({ supplier: this.supplier, result: "delisted" }, n);
+  }
+}
+
+/**
+ * Walks the connector's pages, committing each through the session, until the end of
+ * the catalog, a failure, an abort (lease lost, `timeouts.runMs`, shutdown budget) or
+ * a soft stop at a page boundary. Never throws: how it ended is the outcome.
+ */
+async function walk(
   deps: TickDeps,
   req: TickRequest,
-  slot: Extract<ConnectorSlot, { kind: "ok" }>,
+  loaded: Extract<LoadedConnector, { kind: "ok" }>,
   session: RunSession,
   runId: number,
+  tally: RunTally,
   log: Logger,
-): Promise<Omit<TickResult, "durationMs" | "supplier">> {
-  const supplier = req.supplier.name;
+): Promise<WalkOutcome> {
   const deadline = new AbortController();
-  const deadlineTimer = deps.clock.sleep(slot.runMs, deadline.signal).then(
-    () => deadline.abort(new IngestionError("DEADLINE", `run exceeded timeouts.runMs (${slot.runMs} ms)`)),
+  const deadlineTimer = deps.clock.sleep(loaded.runMs, deadline.signal).then(
+    () => deadline.abort(new IngestionError("DEADLINE", `run exceeded timeouts.runMs (${loaded.runMs} ms)`)),
     () => {},
   );
   const hardSignals = [session.signal, deadline.signal, ...(req.abortSignal ? [req.abortSignal] : [])];
   const walkSignal = AbortSignal.any(hardSignals);
 
-  const counts = { pages: 0, seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0, delisted: 0 };
-  let walkComplete = false;
-  let failure: { code: string; message: string } | null = null;
+  /** The last committed step. */
   let lastSeq = 0;
   /** The page being written, if a failure happens while writing it. */
   let writing: number | undefined;
   try {
-    const pages = slot.connector.walk({ signal: walkSignal, log, runId: String(runId) });
-    let stoppedEarly = false;
+    let stopped: WalkOutcome | undefined;
+    const pages = loaded.connector.walk({ signal: walkSignal, log, runId: String(runId) });
     for await (const page of pages) {
       writing = page.seq;
       const total = page.offers.length + page.rejects.length;
-      if (total > 0 && page.rejects.length / total > slot.maxRejectRatio) {
-        const message = `${page.rejects.length} of ${total} records invalid on page ${page.seq} (maxRejectRatio ${slot.maxRejectRatio}); first: ${page.rejects[0]?.reason}`;
+      if (total > 0 && page.rejects.length / total > loaded.maxRejectRatio) {
+        const message = `${page.rejects.length} of ${total} records invalid on page ${page.seq} (maxRejectRatio ${loaded.maxRejectRatio}); first: ${page.rejects[0]?.reason}`;
         await session.failStep({
           seq: page.seq,
           errorCode: "CONTRACT",
           httpAttempts: page.httpAttempts,
           rejects: page.rejects,
         });
-        counts.rejected += page.rejects.length;
-        deps.metrics.records.inc({ supplier, result: "rejected" }, page.rejects.length);
-        failure = { code: "CONTRACT", message };
-        stoppedEarly = true;
+        tally.addRejected(page.rejects.length);
+        stopped = { end: "failed", failure: { code: "CONTRACT", message } };
         break;
       }
       const c = await session.commitPage(page);
       lastSeq = page.seq;
       writing = undefined;
-      counts.pages++;
-      counts.seen += c.seen;
-      counts.inserted += c.inserted;
-      counts.updated += c.updated;
-      counts.unchanged += c.unchanged;
-      counts.rejected += c.rejected;
-      deps.metrics.skusProcessed.inc({ supplier }, c.seen);
-      deps.metrics.records.inc({ supplier, result: "inserted" }, c.inserted);
-      deps.metrics.records.inc({ supplier, result: "updated" }, c.updated);
-      deps.metrics.records.inc({ supplier, result: "unchanged" }, c.unchanged);
-      deps.metrics.records.inc({ supplier, result: "rejected" }, c.rejected);
+      tally.addCommitted(c);
       log.debug({ seq: page.seq, ...c }, "page committed");
       if (walkSignal.aborted) break;
       if (req.stopSignal?.aborted) {
-        failure = { code: "SHUTDOWN", message: "stopped at a page boundary by shutdown" };
-        stoppedEarly = true;
+        stopped = {
+          end: "stopped",
+          failure: { code: "SHUTDOWN", message: "stopped at a page boundary by shutdown" },
+        };
         break;
       }
     }
-    if (walkSignal.aborted) {
-      failure = reasonOf(walkSignal.reason);
-    } else if (!stoppedEarly) {
-      walkComplete = true;
-    }
+    // An abort wins over whatever else ended the walk: it says why it could not go on.
+    if (walkSignal.aborted) return { end: "failed", failure: reasonOf(walkSignal.reason) };
+    return stopped ?? { end: "complete", failure: null };
   } catch (err) {
-    failure = walkSignal.aborted ? reasonOf(walkSignal.reason) : reasonOf(err);
+    const failure = walkSignal.aborted ? reasonOf(walkSignal.reason) : reasonOf(err);
     if (!session.lost && failure.code !== "LEASE_LOST") {
       // The page that failed is recorded as a failed step (its data, if any, was rolled back).
       await session
@@ -238,13 +293,30 @@ async function walkAndClose(
         })
         .catch((e) => log.warn({ err: errorMessage(e) }, "could not record the failed step"));
     }
+    return { end: "failed", failure };
   } finally {
     deadline.abort();
     await deadlineTimer;
   }
+}
 
+/**
+ * Closes the run as its walk ended. After a lost lease, with the one compare-and-set
+ * close from a fresh connection; otherwise through the session, which derives the
+ * state in SQL from the committed steps.
+ */
+async function closeWalk(
+  deps: TickDeps,
+  session: RunSession,
+  runId: number,
+  walked: WalkOutcome,
+  tally: RunTally,
+  log: Logger,
+): Promise<Omit<TickResult, "durationMs" | "supplier">> {
+  const { failure } = walked;
+  const counts = tally.counts;
   if (session.lost || failure?.code === "LEASE_LOST") {
-    // Nothing more is written through the dead session. One CAS close from a fresh connection.
+    // Nothing more is written through the dead session.
     let state: RunState | undefined;
     try {
       state =
@@ -258,15 +330,14 @@ async function walkAndClose(
 
   try {
     const closed = await session.close({
-      walkComplete,
+      walkComplete: walked.end === "complete",
       errorCode: failure?.code ?? null,
       errorMessage: failure?.message ?? null,
     });
     if (!closed) {
       return { outcome: "failed", runId, errorCode: "INTERRUPTED", counts };
     }
-    counts.delisted = closed.delisted;
-    if (counts.delisted > 0) deps.metrics.records.inc({ supplier, result: "delisted" }, counts.delisted);
+    tally.addDelisted(closed.delisted);
     const outcome: TickOutcome =
       closed.state === "succeeded" ? "success" : closed.state === "partial" ? "partial" : "failed";
     return { outcome, runId, state: closed.state, errorCode: failure?.code ?? null, counts };
