@@ -78,9 +78,10 @@ export async function runTick(deps: TickDeps, req: TickRequest): Promise<TickRes
   try {
     result = await tickUnderLease(deps, req, log);
   } catch (err) {
-    // Infrastructure failure outside a run (database unreachable at lease time).
+    // A failure outside a run: the database unreachable at lease time (`DATABASE`), the
+    // lease lost before the run started (`LEASE_LOST`).
     log.error({ err: errorMessage(err) }, "tick failed before a run started");
-    const code = isIngestionError(err) ? err.code : "DATABASE";
+    const { code } = reasonOf(err);
     result = { outcome: code === "LEASE_LOST" ? "lease_lost" : "failed", errorCode: code };
   }
   const durationMs = deps.clock.now() - started;
@@ -343,15 +344,16 @@ async function closeWalk(
     return { outcome, runId, state: closed.state, errorCode: failure?.code ?? null, counts };
   } catch (err) {
     log.error({ err: errorMessage(err) }, "could not close the run; the next tick's recovery will");
-    return { outcome: "failed", runId, errorCode: "DATABASE", counts };
+    return { outcome: "failed", runId, errorCode: reasonOf(err).code, counts };
   }
 }
 
-function reasonOf(err: unknown): { code: string; message: string } {
+/**
+ * The failure `err` stands for. Errors are classified where they are born: the run
+ * session throws `IngestionError`s (`DATABASE` for PostgreSQL's failures), and so
+ * do connectors; anything else is a bug of this process, `INTERNAL`.
+ */
+function reasonOf(err: unknown): Failure {
   if (isIngestionError(err)) return { code: err.code, message: err.message };
-  const code = (err as { code?: unknown })?.code;
-  // pg errors carry a SQLSTATE; connection-level failures have none.
-  if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code))
-    return { code: "DATABASE", message: errorMessage(err) };
   return { code: "INTERNAL", message: errorMessage(err) };
 }

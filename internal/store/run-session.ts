@@ -109,11 +109,11 @@ export function openRunSession(lease: Lease, options: RunSessionOptions): RunSes
       heartbeat = startHeartbeat(session, lease, options);
       return id;
     },
-    commitPage(page: Page): Promise<PageCounts> {
+    async commitPage(page: Page): Promise<PageCounts> {
       const id = openRun("commitPage");
       return classified(() => commitPage(db, { runId: id, supplier, page }, seen));
     },
-    failStep(input: { seq: number; errorCode: string; httpAttempts: number; rejects?: Reject[] }) {
+    async failStep(input: { seq: number; errorCode: string; httpAttempts: number; rejects?: Reject[] }) {
       const id = openRun("failStep");
       return classified(() => recordFailedStep(db, { runId: id, supplier, ...input }));
     },
