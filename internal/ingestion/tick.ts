@@ -171,7 +171,10 @@ interface Failure {
  * - `failed`: a page or the connector failed, or the walk was aborted (lease lost,
  *   deadline, shutdown budget); the failing page, if any, is already a failed step.
  */
-type WalkOutcome = { end: "complete"; failure: null } | { end: "stopped" | "failed"; failure: Failure };
+type WalkOutcome = ({ end: "complete"; failure: null } | { end: "stopped" | "failed"; failure: Failure }) & {
+  /** The last step committed (0 when none was). */
+  lastSeq: number;
+};
 
 /** Counts of the run so far: pages committed, records by result, offers delisted. */
 export type TickCounts = PageCounts & { pages: number; delisted: number };
@@ -261,7 +264,7 @@ async function walk(
           rejects: page.rejects,
         });
         tally.addRejected(page.rejects.length);
-        stopped = { end: "failed", failure: { code: "CONTRACT", message } };
+        stopped = { end: "failed", failure: { code: "CONTRACT", message }, lastSeq };
         break;
       }
       const c = await session.commitPage(page);
@@ -274,13 +277,14 @@ async function walk(
         stopped = {
           end: "stopped",
           failure: { code: "SHUTDOWN", message: "stopped at a page boundary by shutdown" },
+          lastSeq,
         };
         break;
       }
     }
     // An abort wins over whatever else ended the walk: it says why it could not go on.
-    if (walkSignal.aborted) return { end: "failed", failure: reasonOf(walkSignal.reason) };
-    return stopped ?? { end: "complete", failure: null };
+    if (walkSignal.aborted) return { end: "failed", failure: reasonOf(walkSignal.reason), lastSeq };
+    return stopped ?? { end: "complete", failure: null, lastSeq };
   } catch (err) {
     const failure = walkSignal.aborted ? reasonOf(walkSignal.reason) : reasonOf(err);
     if (!session.lost && failure.code !== "LEASE_LOST") {
@@ -294,7 +298,7 @@ async function walk(
         })
         .catch((e) => log.warn({ err: errorMessage(e) }, "could not record the failed step"));
     }
-    return { end: "failed", failure };
+    return { end: "failed", failure, lastSeq };
   } finally {
     deadline.abort();
     await deadlineTimer;
