@@ -10,9 +10,9 @@
  * Uses `BENCH_DATABASE_URL` if set, else an embedded PostgreSQL started for this run.
  */
 import pg from "pg";
-import { WRITE_PAGE, writePageParameters } from "../internal/store/offers.js";
-import { commitPage, startRun } from "../internal/store/runs.js";
-import { prepareSeenSet } from "../internal/store/seen-set.js";
+import { commitPage, WRITE_PAGE, writePageParameters } from "../internal/store/offers.js";
+import { startRun } from "../internal/store/runs.js";
+import { SeenSetPreparation } from "../internal/store/seen-set.js";
 import { runMain } from "./child-main.js";
 import { openBenchDatabase } from "./database.js";
 import { BENCH_SUPPLIER, BenchCatalog } from "./dataset.js";
@@ -52,7 +52,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
     const explain = async (label: string, page: typeof fresh): Promise<void> => {
       await client.query("begin");
       try {
-        await prepareSeenSet(client, runId);
+        await new SeenSetPreparation().prepare(client, runId);
         const { rows } = await client.query<{ "QUERY PLAN": string }>(
           `explain (analyze, wal, buffers) ${WRITE_PAGE}`,
           writePageParameters(runId, BENCH_SUPPLIER, { ...page, seq: seq++, rejects: [] }),

@@ -6,7 +6,9 @@
  */
 import type pg from "pg";
 import type { Page } from "../../internal/ingestion/ports.js";
-import { closeRun, commitPage, startRun } from "../../internal/store/runs.js";
+import { commitPage } from "../../internal/store/offers.js";
+import { closeRun, startRun } from "../../internal/store/runs.js";
+import { SeenSetPreparation } from "../../internal/store/seen-set.js";
 import { type DbProbe, probeDatabase, resetTables, settleStats, walBytesBetween } from "../database.js";
 import { type Measurement, measurement, medianOf, rowsPerSecond, timed } from "../measure.js";
 import type { CaseContext } from "./context.js";
@@ -28,7 +30,9 @@ async function storeWalk(client: pg.ClientBase, supplier: string, pages: Page[])
     trigger: "forced",
     owner: { hostname: "bench", pid: process.pid, bootId: "bench" },
   });
-  for (const page of pages) await commitPage(client, { runId, supplier, page });
+  // One preparation for the run, as the run session keeps it (internal/store/run-session.ts).
+  const seen = new SeenSetPreparation();
+  for (const page of pages) await commitPage(client, { runId, supplier, page }, seen);
   const closed = await closeRun(client, { runId, walkComplete: true, errorCode: null, errorMessage: null });
   return closed?.state ?? "unknown";
 }

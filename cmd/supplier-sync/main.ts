@@ -9,7 +9,7 @@ import { loadConnector, loadConnectors } from "../../internal/config/connectors.
 import { loadConfig, redactDatabaseUrl } from "../../internal/config/env.js";
 import type { Config, SupplierConfig } from "../../internal/config/types.js";
 import { probeSessionPinning, transactionPoolerMessage } from "../../internal/lease/probe.js";
-import { ConfigError, errorMessage, InfraError } from "../../internal/platform/errors.js";
+import { ConfigError, DatabaseError, errorMessage, InfraError } from "../../internal/platform/errors.js";
 import { createLogger } from "../../internal/platform/logger.js";
 import { SecretRegistry } from "../../internal/platform/redact.js";
 import { readVersion } from "../../internal/platform/version.js";
@@ -189,13 +189,8 @@ function installSignals(
 function exitCodeOf(err: unknown): number {
   if (err instanceof ConfigError) return EXIT_CONFIG;
   if (err instanceof InfraError) return EXIT_INFRA;
-  const code = (err as { code?: unknown })?.code;
-  if (
-    typeof code === "string" &&
-    /^(ECONNREFUSED|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|57P0\d|08\d\d\d|28P01|3D000)$/.test(code)
-  ) {
-    return EXIT_INFRA;
-  }
+  // Classified where it was born (internal/store/database-error.ts).
+  if (err instanceof DatabaseError && err.kind === "unavailable") return EXIT_INFRA;
   return EXIT_TICK_FAILED;
 }
 

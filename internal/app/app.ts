@@ -10,7 +10,7 @@ import { loadConnectors } from "../config/connectors.js";
 import type { Config, SupplierConfig } from "../config/types.js";
 import { createConnector } from "../connectors/index.js";
 import type { Connector, RunOwner, RunTrigger } from "../ingestion/ports.js";
-import { type ConnectorSlot, runTick, type TickResult } from "../ingestion/tick.js";
+import { type LoadedConnector, runTick, type TickResult } from "../ingestion/tick.js";
 import { acquireLease } from "../lease/lease.js";
 import { assertSessionPinning } from "../lease/probe.js";
 import { tryTableLease } from "../lease/table-lease.js";
@@ -28,8 +28,8 @@ import { createPool } from "../store/db.js";
 import { databaseClockTimestamp } from "../store/db-clock.js";
 import { runMigrations } from "../store/migrate.js";
 import { lastSuccesses, listRuns } from "../store/run-queries.js";
+import { runSessions } from "../store/run-session.js";
 import type { RunRow } from "../store/runs.js";
-import * as store from "../store/runs.js";
 import { type EmbeddedDatabase, startEmbeddedDatabase } from "./embedded-db.js";
 
 /** Lifecycle of the app, in order. */
@@ -92,7 +92,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
   let dbClock: DatabaseClock | undefined;
   let opening: Promise<pg.Pool> | undefined;
   let stopping: Promise<void> | undefined;
-  const connectors = new Map<string, ConnectorSlot>();
+  const connectors = new Map<string, LoadedConnector>();
   const inFlight = new Set<Promise<TickResult>>();
   const stopSoft = new AbortController();
   const stopHard = new AbortController();
@@ -172,12 +172,14 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
     const db = pool;
     const running = runTick(
       {
-        pool: db,
-        store,
-        acquireLease: (name) =>
-          config.lease === "table"
-            ? tryTableLease(db, name, { ttlMs: config.leaseTtlMs, owner, clock, log })
-            : acquireLease(db, name, log),
+        sessions: runSessions(
+          db,
+          (name) =>
+            config.lease === "table"
+              ? tryTableLease(db, name, { ttlMs: config.leaseTtlMs, owner, clock, log })
+              : acquireLease(db, name, log),
+          { clock },
+        ),
         log,
         metrics,
         clock,
@@ -299,7 +301,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
     } finally {
       budgetOver.abort();
     }
-    for (const slot of connectors.values()) if (slot.kind === "ok") await slot.connector.close();
+    for (const loaded of connectors.values()) if (loaded.kind === "ok") await loaded.connector.close();
     await health?.stop();
     await pool?.end().catch(() => {});
     await embedded?.stop();

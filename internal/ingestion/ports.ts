@@ -7,8 +7,9 @@
  * - **run**: a durable record (`ingestion_runs`) of one catalog walk.
  * - **step**: one page of a run: fetch → validate → upsert, committed with its data.
  * - **walk**: the sequence of pages a connector yields; complete when the connector reached the catalog's end.
+ * - **run session**: what a held lease lets the tick do, and nothing else: every write of
+ *   the run goes through it (internal/store/run-session.ts implements it).
  */
-import type { PoolClient } from "pg";
 import type { Logger } from "../platform/logger.js";
 
 /** A validated offer, ready to store. `price` is an exact decimal string, never a float. */
@@ -121,23 +122,88 @@ export const TICK_OUTCOMES: readonly TickOutcome[] = [
 ];
 
 /**
- * A held lease (advisory or table, DESIGN §4). All of the tick's writes go through
- * `client`; every transaction on it is fenced by the lease (it first checks the lease
- * is still held, else fails `LEASE_LOST`).
+ * A run of one supplier under its held lease (advisory or table, DESIGN §4): the only
+ * way the tick reads or writes the database. Every transaction it opens is fenced by
+ * the lease (it first checks the lease is still held, else fails `LEASE_LOST`); every
+ * failure it throws is an `IngestionError` with its code (`DATABASE` for PostgreSQL's).
+ *
+ * Order: `databaseNow` / `recoverAbandoned` / `isDue`, then `start` once, then
+ * `commitPage` / `failStep` for that run, then `close` once, and `release` always.
+ * While the run is open the session beats its heartbeat (and renews a lease that
+ * needs it) on its own, until `close`, `release` or the loss of the lease.
  */
-export interface Lease {
+export interface RunSession {
   readonly supplier: string;
-  /** The dedicated connection of the tick (for the advisory lease, the one holding the lock). */
-  readonly client: PoolClient;
   /** Aborts (reason: `IngestionError('LEASE_LOST')`) when the lease is lost. */
   readonly signal: AbortSignal;
   readonly lost: boolean;
-  /** How often the run heartbeat must call {@link renew}; absent when the lease needs no renewal. */
-  readonly renewEveryMs?: number;
-  /** Extends the lease; when it is gone, marks it lost and aborts `signal`. Never throws. */
-  renew?(): Promise<void>;
-  /** Gives the lease up and returns the connection to the pool (destroys it when lost). Idempotent. */
+  /** PostgreSQL's `now()` in ms since the epoch: the clock every slot is cut from. */
+  databaseNow(): Promise<number>;
+  /** Closes the supplier's `running` runs, abandoned by holders that lost the lease, as INTERRUPTED. */
+  recoverAbandoned(): Promise<RecoveredRun[]>;
+  /** False when a run of the supplier already succeeded in the slot (any trigger). */
+  isDue(slotStart: Date): Promise<boolean>;
+  /** Inserts the run `running`, before the first request, and starts its heartbeat. Returns its id. */
+  start(input: { slotStart: Date; trigger: RunTrigger; owner: RunOwner }): Promise<number>;
+  /** Commits one page of the run with its data. */
+  commitPage(page: Page): Promise<PageCounts>;
+  /** Records the step `seq` of the run as failed, keeping `rejects` if given. */
+  failStep(input: {
+    seq: number;
+    errorCode: string;
+    httpAttempts: number;
+    rejects?: Reject[];
+  }): Promise<void>;
+  /** The validators of the supplier's last `succeeded` run (conditional requests, DESIGN §3.11), or null. */
+  previousValidators(): Promise<ResponseValidators | null>;
+  /**
+   * Stops the heartbeat and closes the run by compare-and-set, its state derived in SQL
+   * from its committed steps. Null when the run was already closed (by recovery).
+   */
+  close(input: CloseInput): Promise<ClosedRun | null>;
+  /**
+   * Closes a run the supplier answered `304 Not Modified` (DESIGN §3.11), which committed
+   * no step: `succeeded`, `records_unchanged` = the supplier's listed offers, nothing
+   * delisted, `validators` kept for the next run. Null when the run was already closed.
+   */
+  closeNotModified(validators: ResponseValidators): Promise<{ state: RunState; unchanged: number } | null>;
+  /** One beat: renews the lease if it needs it, then refreshes the run's `heartbeat_at`. Never throws. */
+  heartbeat(): Promise<void>;
+  /** Stops the heartbeat and gives the lease up. Idempotent. */
   release(): Promise<void>;
+}
+
+/** What the tick gets run sessions from (internal/store/run-session.ts). */
+export interface RunSessions {
+  /** `null` (advisory) or a `LeaseBusy` (table) when another holder has the supplier's lease. */
+  open(supplier: string, log: Logger): Promise<RunSession | LeaseBusy | null>;
+  /**
+   * The one write after a lost lease: the compare-and-set close `LEASE_LOST`, from a
+   * fresh connection, never through the dead session. Its state, or null when the
+   * run was already closed.
+   */
+  closeAfterLostLease(runId: number, errorMessage: string): Promise<RunState | null>;
+}
+
+export interface CloseInput {
+  walkComplete: boolean;
+  errorCode: string | null;
+  errorMessage: string | null;
+  /** The walk's one response's validators (DESIGN §3.11), kept on the run; reused only if it succeeds. */
+  validators?: ResponseValidators | null;
+}
+
+export interface ClosedRun {
+  state: RunState;
+  /** Offers the close delisted (only a succeeded run with its whole seen set delists). */
+  delisted: number;
+}
+
+/** A run closed by recovery: its state, capped at `partial`, and its succeeded steps. */
+export interface RecoveredRun {
+  id: number;
+  state: "partial" | "failed";
+  pages: number;
 }
 
 /**

@@ -10,9 +10,10 @@ import { OffsetClock, systemClock } from "../platform/clock.js";
 import { IngestionError } from "../platform/errors.js";
 import { createLogger } from "../platform/logger.js";
 import { SecretRegistry } from "../platform/redact.js";
-import * as store from "../store/runs.js";
+import { commitPage } from "../store/offers.js";
+import { startRun } from "../store/runs.js";
 import type { Connector, Offer, Page, WalkContext } from "./ports.js";
-import { type ConnectorSlot, runTick, type TickDeps } from "./tick.js";
+import { type LoadedConnector, runTick, type TickDeps } from "./tick.js";
 
 const log = createLogger({ level: "silent", secrets: new SecretRegistry() });
 const supplier = { name: "etm", intervalMs: 3_600_000, enabled: true };
@@ -53,7 +54,7 @@ const page = (seq: number, n = 10, rejects = 0): Page => ({
   httpAttempts: 1,
 });
 
-function slot(connector: Connector, runMs = 60_000): ConnectorSlot {
+function loaded(connector: Connector, runMs = 60_000): LoadedConnector {
   return { kind: "ok", connector, maxRejectRatio: 0.5, runMs };
 }
 
@@ -73,7 +74,7 @@ t.test("a complete walk succeeds; the due gate then skips; --force runs again", 
     supplier,
     trigger: "schedule",
     force: false,
-    connector: slot(scripted([page(1), page(2)])),
+    connector: loaded(scripted([page(1), page(2)])),
   });
   t.equal(r1.outcome, "success");
   const row = await runRow(pool, r1.runId);
@@ -84,7 +85,7 @@ t.test("a complete walk succeeds; the due gate then skips; --force runs again", 
     supplier,
     trigger: "schedule",
     force: false,
-    connector: slot(scripted([page(1)])),
+    connector: loaded(scripted([page(1)])),
   });
   t.equal(r2.outcome, "not_due");
   t.equal(r2.runId, undefined, "not_due writes no run row");
@@ -92,7 +93,7 @@ t.test("a complete walk succeeds; the due gate then skips; --force runs again", 
     supplier,
     trigger: "schedule",
     force: true,
-    connector: slot(scripted([page(1), page(2)])),
+    connector: loaded(scripted([page(1), page(2)])),
   });
   t.equal(r3.outcome, "success");
   t.equal((await runRow(pool, r3.runId)).trigger, "forced");
@@ -115,13 +116,13 @@ t.test("the slot is cut from PostgreSQL's now() under the lease, not from the ho
     supplier,
     trigger: "schedule",
     force: false,
-    connector: slot(scripted([page(1)])),
+    connector: loaded(scripted([page(1)])),
   });
   const r2 = await runTick(ahead, {
     supplier,
     trigger: "schedule",
     force: false,
-    connector: slot(scripted([page(1)])),
+    connector: loaded(scripted([page(1)])),
   });
   const after = await dbSlot();
   t.equal(before, after, "no hour boundary crossed during the test (rerun if it fails here)");
@@ -139,7 +140,7 @@ t.test("a busy lease is lease_busy with no run row", async (t) => {
     supplier,
     trigger: "schedule",
     force: true,
-    connector: slot(scripted([page(1)])),
+    connector: loaded(scripted([page(1)])),
   });
   t.equal(r.outcome, "lease_busy");
   await held!.release();
@@ -165,7 +166,7 @@ for (const [name, steps, state, code] of failures) {
       supplier,
       trigger: "schedule",
       force: false,
-      connector: slot(scripted(steps)),
+      connector: loaded(scripted(steps)),
     });
     const row = await runRow(pool, r.runId);
     t.equal(row.state, state);
@@ -185,7 +186,7 @@ t.test("rejects below the ratio are kept and the run succeeds", async (t) => {
     supplier,
     trigger: "schedule",
     force: false,
-    connector: slot(scripted([page(1, 19, 1)])),
+    connector: loaded(scripted([page(1, 19, 1)])),
   });
   t.equal(r.outcome, "success");
   const { rows } = await pool.query("select reason, raw from ingestion_rejects where run_id = $1", [r.runId]);
@@ -199,7 +200,7 @@ t.test("run deadline: DEADLINE, never succeeded", async (t) => {
     supplier,
     trigger: "schedule",
     force: false,
-    connector: slot(scripted([page(1), { hang: true }]), 300),
+    connector: loaded(scripted([page(1), { hang: true }]), 300),
   });
   const row = await runRow(pool, r.runId);
   t.equal(row.error_code, "DEADLINE");
@@ -222,7 +223,7 @@ t.test("shutdown stops at the page boundary: SHUTDOWN, never succeeded", async (
     supplier,
     trigger: "schedule",
     force: false,
-    connector: slot(connector),
+    connector: loaded(connector),
     stopSignal: stop.signal,
   });
   const row = await runRow(pool, r.runId);
@@ -243,7 +244,7 @@ t.test("upsert failure (database error on a page): never succeeded", async (t) =
     supplier,
     trigger: "schedule",
     force: false,
-    connector: slot(scripted([page(1), bad, page(3)])),
+    connector: loaded(scripted([page(1), bad, page(3)])),
   });
   const row = await runRow(pool, r.runId);
   t.not(row.state, "succeeded");
@@ -264,14 +265,16 @@ t.test("lease loss mid-run: lease_lost, closed LEASE_LOST, nothing written after
       );
       await pool.query("select pg_terminate_backend($1)", [rows[0].pid]);
       killed = true;
-      await new Promise((_, reject) =>
-        ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason), { once: true }),
-      );
+      // The lease connection may see its session end before this query's answer arrives.
+      await new Promise((_, reject) => {
+        if (ctx.signal.aborted) reject(ctx.signal.reason);
+        ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason), { once: true });
+      });
       yield page(2);
     },
     async close() {},
   };
-  const r = await runTick(d, { supplier, trigger: "schedule", force: false, connector: slot(connector) });
+  const r = await runTick(d, { supplier, trigger: "schedule", force: false, connector: loaded(connector) });
   t.ok(killed);
   t.equal(r.outcome, "lease_lost");
   const row = await runRow(pool, r.runId);
@@ -285,7 +288,7 @@ t.test("lease loss mid-run: lease_lost, closed LEASE_LOST, nothing written after
     supplier,
     trigger: "retry",
     force: false,
-    connector: slot(scripted([page(1), page(2)])),
+    connector: loaded(scripted([page(1), page(2)])),
   });
   t.equal(next.outcome, "success", "the next tick works");
 });
@@ -309,20 +312,20 @@ t.test(
   async (t) => {
     const pool = testPool(t, await createTestDatabase(t), 6);
     const lease = await acquireLease(pool, "etm", log);
-    const runId = await store.startRun(lease!.client, {
+    const runId = await startRun(lease!.client, {
       supplier: "etm",
       slotStart: new Date(0),
       trigger: "schedule",
       owner: { hostname: "h", pid: 2, bootId: "x" },
     });
-    await store.commitPage(lease!.client, { runId, supplier: "etm", page: page(1) });
+    await commitPage(lease!.client, { runId, supplier: "etm", page: page(1) });
     await lease!.client.query("select 1");
     // The holder dies: its session ends without closing the run.
     lease!.client.release(true);
     const metrics = createMetrics({ processMetrics: false });
     const r = await runTick(
       { ...deps(pool), metrics },
-      { supplier, trigger: "schedule", force: false, connector: slot(scripted([page(1)])) },
+      { supplier, trigger: "schedule", force: false, connector: loaded(scripted([page(1)])) },
     );
     t.equal(r.outcome, "success");
     const old = await runRow(pool, runId);

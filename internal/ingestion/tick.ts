@@ -2,8 +2,8 @@
  * One tick of one supplier: lease → recovery → due gate → run → close → release.
  *
  * Invariants:
- * - Nothing is written for a supplier without its lease, and every write of the run
- *   goes through the lease connection (`lease.client`).
+ * - Nothing is written for a supplier without its lease, and every read and write of
+ *   the tick goes through its run session (`RunSession`, the lease connection).
  * - A run's outcome comes from `closeRun`, which derives it in SQL from the committed
  *   steps; nothing here can declare success on its own.
  * - A tick that lost its lease writes nothing more for its run except the one
@@ -12,7 +12,6 @@
  * - Shutdown is soft: the walk stops at the next page boundary and the run is closed
  *   `SHUTDOWN`. Lease loss and deadlines are hard: in-flight requests are aborted.
  */
-import type pg from "pg";
 import type { SupplierConfig } from "../config/types.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Clock } from "../platform/clock.js";
@@ -21,80 +20,29 @@ import type { Logger } from "../platform/logger.js";
 import type {
   ConditionalWalk,
   Connector,
-  Lease,
-  LeaseBusy,
-  Page,
   PageCounts,
-  Reject,
   ResponseValidators,
   RunOwner,
+  RunSession,
+  RunSessions,
   RunState,
   RunTrigger,
   TickOutcome,
 } from "./ports.js";
 import { slotStartOf } from "./slots.js";
 
-/** What the tick needs from the store (implemented by internal/store). */
-export interface TickStore {
-  /** PostgreSQL's `now()` in ms since the epoch: the clock every slot is cut from. */
-  databaseNow(db: pg.ClientBase): Promise<number>;
-  recoverAbandonedRuns(
-    db: pg.ClientBase,
-    supplier: string,
-  ): Promise<{ id: number; state: "partial" | "failed"; pages: number }[]>;
-  hasSuccessInSlot(db: pg.ClientBase, supplier: string, slotStart: Date): Promise<boolean>;
-  startRun(
-    db: pg.ClientBase,
-    input: { supplier: string; slotStart: Date; trigger: RunTrigger; owner: RunOwner },
-  ): Promise<number>;
-  heartbeatRun(db: pg.ClientBase, runId: number): Promise<void>;
-  commitPage(
-    client: pg.ClientBase,
-    input: { runId: number; supplier: string; page: Page },
-  ): Promise<PageCounts>;
-  recordFailedStep(
-    db: pg.ClientBase,
-    input: {
-      runId: number;
-      supplier: string;
-      seq: number;
-      errorCode: string;
-      httpAttempts: number;
-      rejects?: Reject[];
-    },
-  ): Promise<void>;
-  closeRun(
-    db: pg.ClientBase | pg.Pool,
-    input: { runId: number; walkComplete: boolean; errorCode: string | null; errorMessage: string | null },
-  ): Promise<{ state: RunState; counts: { recordsDelisted: number } } | null>;
-  // Conditional requests (DESIGN §3.11), implemented in internal/store/validators.ts.
-  /** Validators of the supplier's last `succeeded` run, or null. */
-  lastRunValidators(db: pg.ClientBase, supplier: string): Promise<ResponseValidators | null>;
-  /** Writes a running run's response validators (reused only if the run succeeds). */
-  saveRunValidators(db: pg.ClientBase, runId: number, validators: ResponseValidators): Promise<void>;
-  /** Closes a run answered 304: `succeeded`, no step, `records_unchanged` = the listed offers. */
-  closeRunNotModified(
-    db: pg.ClientBase,
-    input: { runId: number; validators: ResponseValidators },
-  ): Promise<{ state: RunState; counts: { recordsUnchanged: number } } | null>;
-}
-
-/** A supplier's connector, or why it has none. */
-export type ConnectorSlot =
+/** A supplier's connector as the app loaded it, or why it has none. */
+export type LoadedConnector =
   | { kind: "ok"; connector: Connector; maxRejectRatio: number; runMs: number }
   | { kind: "missing" | "invalid"; reason: string };
 
 export interface TickDeps {
-  pool: pg.Pool;
-  store: TickStore;
-  /** `null` (advisory) or a `LeaseBusy` (table) when another holder has the lease. */
-  acquireLease(supplier: string): Promise<Lease | LeaseBusy | null>;
+  /** Run sessions under the supplier's lease: the tick's only way to the database. */
+  sessions: RunSessions;
   log: Logger;
   metrics: Metrics;
   clock: Clock;
   owner: RunOwner;
-  /** How often the run heartbeat is written through the lease connection. */
-  heartbeatMs?: number;
 }
 
 export interface TickRequest {
@@ -102,7 +50,7 @@ export interface TickRequest {
   trigger: RunTrigger;
   /** Bypasses the due gate, never the lease. */
   force: boolean;
-  connector: ConnectorSlot;
+  connector: LoadedConnector;
   /** Soft stop (shutdown): finish the current page, then close the run `SHUTDOWN`. */
   stopSignal?: AbortSignal;
   /** Hard stop: abort in-flight requests at once (shutdown budget exhausted). */
@@ -119,7 +67,7 @@ export interface TickResult {
   runId?: number;
   state?: RunState;
   errorCode?: string | null;
-  counts?: PageCounts & { pages: number; delisted: number };
+  counts?: TickCounts;
   durationMs: number;
 }
 
@@ -132,9 +80,10 @@ export async function runTick(deps: TickDeps, req: TickRequest): Promise<TickRes
   try {
     result = await tickUnderLease(deps, req, log);
   } catch (err) {
-    // Infrastructure failure outside a run (database unreachable at lease time).
+    // A failure outside a run: the database unreachable at lease time (`DATABASE`), the
+    // lease lost before the run started (`LEASE_LOST`).
     log.error({ err: errorMessage(err) }, "tick failed before a run started");
-    const code = isIngestionError(err) ? err.code : "DATABASE";
+    const { code } = reasonOf(err);
     result = { outcome: code === "LEASE_LOST" ? "lease_lost" : "failed", errorCode: code };
   }
   const durationMs = deps.clock.now() - started;
@@ -163,17 +112,17 @@ async function tickUnderLease(
   tickLog: Logger,
 ): Promise<Omit<TickResult, "durationMs" | "supplier">> {
   const supplier = req.supplier.name;
-  const got = await deps.acquireLease(supplier);
+  const got = await deps.sessions.open(supplier, tickLog);
   if (!got) return { outcome: "lease_busy" };
   if ("busyUntilMs" in got) return { outcome: "lease_busy", leaseBusyUntilMs: got.busyUntilMs };
-  const lease = got;
+  const session = got;
   try {
     // DESIGN §4: the slot is cut from the database's clock, read under the lease, so
     // hosts whose clocks disagree still agree on it (and on the due gate below).
-    const dbNow = await deps.store.databaseNow(lease.client);
+    const dbNow = await session.databaseNow();
     const slotStart = new Date(slotStartOf(dbNow, req.supplier.intervalMs));
     const log = tickLog.child({ slot: slotStart.toISOString() });
-    const recovered = await deps.store.recoverAbandonedRuns(lease.client, supplier);
+    const recovered = await session.recoverAbandoned();
     for (const run of recovered) {
       deps.metrics.runsRecovered.inc({ supplier });
       log.warn(
@@ -181,22 +130,16 @@ async function tickUnderLease(
         "recovered abandoned run (INTERRUPTED)",
       );
     }
-    if (!req.force && (await deps.store.hasSuccessInSlot(lease.client, supplier, slotStart))) {
+    if (!req.force && !(await session.isDue(slotStart))) {
       return { outcome: "not_due", slotStart };
     }
     const trigger: RunTrigger = req.force ? "forced" : req.trigger;
-    const runId = await deps.store.startRun(lease.client, {
-      supplier,
-      slotStart,
-      trigger,
-      owner: deps.owner,
-    });
+    const runId = await session.start({ slotStart, trigger, owner: deps.owner });
     const runLog = log.child({ run_id: runId });
     if (req.connector.kind !== "ok") {
       const code = "CONNECTOR_MISSING";
       runLog.warn({ reason: req.connector.reason }, `connector ${req.connector.kind}`);
-      const closed = await deps.store.closeRun(lease.client, {
-        runId,
+      const closed = await session.close({
         walkComplete: false,
         errorCode: code,
         errorMessage: req.connector.reason,
@@ -209,96 +152,150 @@ async function tickUnderLease(
         errorCode: code,
       };
     }
-    return { slotStart, ...(await walkAndClose(deps, req, req.connector, lease, runId, runLog)) };
+    const tally = new RunTally(deps.metrics, supplier);
+    // DESIGN §3.11: the last succeeded run's validators, for a one-request walk to send back.
+    const conditional: ConditionalWalk = { previous: await session.previousValidators() };
+    const walked = await walk(deps, req, req.connector, session, runId, tally, conditional, runLog);
+    return { slotStart, ...(await closeWalk(deps, session, runId, walked, tally, conditional, runLog)) };
   } finally {
-    await lease.release();
+    await session.release();
   }
 }
 
-async function walkAndClose(
+/** What a walk failed with: the code recorded on the run, and a message for humans. */
+interface Failure {
+  code: string;
+  message: string;
+}
+
+/**
+ * How a walk ended, for {@link closeWalk} to close the run with:
+ * - `complete`: the connector reached the catalog's end and every page was committed;
+ * - `stopped`: shutdown stopped it at a page boundary (`SHUTDOWN`);
+ * - `failed`: a page or the connector failed, or the walk was aborted (lease lost,
+ *   deadline, shutdown budget); the failing page, if any, is already a failed step.
+ */
+type WalkOutcome = ({ end: "complete"; failure: null } | { end: "stopped" | "failed"; failure: Failure }) & {
+  /** The last step committed (0 when none was). */
+  lastSeq: number;
+};
+
+/** Counts of the run so far: pages committed, records by result, offers delisted. */
+export type TickCounts = PageCounts & { pages: number; delisted: number };
+
+/** The run's counts and the record metrics, added in one place. */
+class RunTally {
+  readonly counts: TickCounts = {
+    pages: 0,
+    seen: 0,
+    inserted: 0,
+    updated: 0,
+    unchanged: 0,
+    rejected: 0,
+    delisted: 0,
+  };
+
+  constructor(
+    private readonly metrics: Metrics,
+    private readonly supplier: string,
+  ) {}
+
+  /** A committed page's counts. */
+  addCommitted(c: PageCounts): void {
+    const { metrics, supplier } = this;
+    this.counts.pages++;
+    this.counts.seen += c.seen;
+    this.counts.inserted += c.inserted;
+    this.counts.updated += c.updated;
+    this.counts.unchanged += c.unchanged;
+    metrics.skusProcessed.inc({ supplier }, c.seen);
+    metrics.records.inc({ supplier, result: "inserted" }, c.inserted);
+    metrics.records.inc({ supplier, result: "updated" }, c.updated);
+    metrics.records.inc({ supplier, result: "unchanged" }, c.unchanged);
+    this.addRejected(c.rejected);
+  }
+
+  /** Rejects kept: of a committed page, or of a page failed for too many of them. */
+  addRejected(n: number): void {
+    this.counts.rejected += n;
+    this.metrics.records.inc({ supplier: this.supplier, result: "rejected" }, n);
+  }
+
+  addDelisted(n: number): void {
+    this.counts.delisted = n;
+    if (n > 0) this.metrics.records.inc({ supplier: this.supplier, result: "delisted" }, n);
+  }
+}
+
+/**
+ * Walks the connector's pages, committing each through the session, until the end of
+ * the catalog, a failure, an abort (lease lost, `timeouts.runMs`, shutdown budget) or
+ * a soft stop at a page boundary. Never throws: how it ended is the outcome.
+ */
+async function walk(
   deps: TickDeps,
   req: TickRequest,
-  slot: Extract<ConnectorSlot, { kind: "ok" }>,
-  lease: Lease,
+  loaded: Extract<LoadedConnector, { kind: "ok" }>,
+  session: RunSession,
   runId: number,
+  tally: RunTally,
+  conditional: ConditionalWalk,
   log: Logger,
-): Promise<Omit<TickResult, "durationMs" | "supplier">> {
-  const supplier = req.supplier.name;
+): Promise<WalkOutcome> {
   const deadline = new AbortController();
-  const deadlineTimer = deps.clock.sleep(slot.runMs, deadline.signal).then(
-    () => deadline.abort(new IngestionError("DEADLINE", `run exceeded timeouts.runMs (${slot.runMs} ms)`)),
+  const deadlineTimer = deps.clock.sleep(loaded.runMs, deadline.signal).then(
+    () => deadline.abort(new IngestionError("DEADLINE", `run exceeded timeouts.runMs (${loaded.runMs} ms)`)),
     () => {},
   );
-  const hardSignals = [lease.signal, deadline.signal, ...(req.abortSignal ? [req.abortSignal] : [])];
+  const hardSignals = [session.signal, deadline.signal, ...(req.abortSignal ? [req.abortSignal] : [])];
   const walkSignal = AbortSignal.any(hardSignals);
-  const heartbeat = startHeartbeat(deps, lease, runId, walkSignal, log);
 
-  const counts = { pages: 0, seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0, delisted: 0 };
-  let walkComplete = false;
-  let failure: { code: string; message: string } | null = null;
+  /** The last committed step. */
   let lastSeq = 0;
   /** The page being written, if a failure happens while writing it. */
   let writing: number | undefined;
-  // DESIGN §3.11: the last succeeded run's validators, for a one-request walk to send back.
-  let conditional: ConditionalWalk | undefined;
   try {
-    conditional = { previous: await deps.store.lastRunValidators(lease.client, supplier) };
-    const pages = slot.connector.walk({ signal: walkSignal, log, runId: String(runId), conditional });
-    let stoppedEarly = false;
+    let stopped: WalkOutcome | undefined;
+    const pages = loaded.connector.walk({ signal: walkSignal, log, runId: String(runId), conditional });
     for await (const page of pages) {
       writing = page.seq;
       const total = page.offers.length + page.rejects.length;
-      if (total > 0 && page.rejects.length / total > slot.maxRejectRatio) {
-        const message = `${page.rejects.length} of ${total} records invalid on page ${page.seq} (maxRejectRatio ${slot.maxRejectRatio}); first: ${page.rejects[0]?.reason}`;
-        await deps.store.recordFailedStep(lease.client, {
-          runId,
-          supplier,
+      if (total > 0 && page.rejects.length / total > loaded.maxRejectRatio) {
+        const message = `${page.rejects.length} of ${total} records invalid on page ${page.seq} (maxRejectRatio ${loaded.maxRejectRatio}); first: ${page.rejects[0]?.reason}`;
+        await session.failStep({
           seq: page.seq,
           errorCode: "CONTRACT",
           httpAttempts: page.httpAttempts,
           rejects: page.rejects,
         });
-        counts.rejected += page.rejects.length;
-        deps.metrics.records.inc({ supplier, result: "rejected" }, page.rejects.length);
-        failure = { code: "CONTRACT", message };
-        stoppedEarly = true;
+        tally.addRejected(page.rejects.length);
+        stopped = { end: "failed", failure: { code: "CONTRACT", message }, lastSeq };
         break;
       }
-      const c = await deps.store.commitPage(lease.client, { runId, supplier, page });
+      const c = await session.commitPage(page);
       lastSeq = page.seq;
       writing = undefined;
-      counts.pages++;
-      counts.seen += c.seen;
-      counts.inserted += c.inserted;
-      counts.updated += c.updated;
-      counts.unchanged += c.unchanged;
-      counts.rejected += c.rejected;
-      deps.metrics.skusProcessed.inc({ supplier }, c.seen);
-      deps.metrics.records.inc({ supplier, result: "inserted" }, c.inserted);
-      deps.metrics.records.inc({ supplier, result: "updated" }, c.updated);
-      deps.metrics.records.inc({ supplier, result: "unchanged" }, c.unchanged);
-      deps.metrics.records.inc({ supplier, result: "rejected" }, c.rejected);
+      tally.addCommitted(c);
       log.debug({ seq: page.seq, ...c }, "page committed");
       if (walkSignal.aborted) break;
       if (req.stopSignal?.aborted) {
-        failure = { code: "SHUTDOWN", message: "stopped at a page boundary by shutdown" };
-        stoppedEarly = true;
+        stopped = {
+          end: "stopped",
+          failure: { code: "SHUTDOWN", message: "stopped at a page boundary by shutdown" },
+          lastSeq,
+        };
         break;
       }
     }
-    if (walkSignal.aborted) {
-      failure = reasonOf(walkSignal.reason);
-    } else if (!stoppedEarly) {
-      walkComplete = true;
-    }
+    // An abort wins over whatever else ended the walk: it says why it could not go on.
+    if (walkSignal.aborted) return { end: "failed", failure: reasonOf(walkSignal.reason), lastSeq };
+    return stopped ?? { end: "complete", failure: null, lastSeq };
   } catch (err) {
-    failure = walkSignal.aborted ? reasonOf(walkSignal.reason) : reasonOf(err);
-    if (!lease.lost && failure.code !== "LEASE_LOST") {
+    const failure = walkSignal.aborted ? reasonOf(walkSignal.reason) : reasonOf(err);
+    if (!session.lost && failure.code !== "LEASE_LOST") {
       // The page that failed is recorded as a failed step (its data, if any, was rolled back).
-      await deps.store
-        .recordFailedStep(lease.client, {
-          runId,
-          supplier,
+      await session
+        .failStep({
           // A failure while writing belongs to that page; one while fetching, to the next.
           seq: writing ?? lastSeq + 1,
           errorCode: failure.code,
@@ -306,23 +303,36 @@ async function walkAndClose(
         })
         .catch((e) => log.warn({ err: errorMessage(e) }, "could not record the failed step"));
     }
+    return { end: "failed", failure, lastSeq };
   } finally {
     deadline.abort();
     await deadlineTimer;
-    await heartbeat.stop();
   }
+}
 
-  if (lease.lost || failure?.code === "LEASE_LOST") {
-    // Nothing more is written through the dead session. One CAS close from a fresh connection.
+/**
+ * Closes the run as its walk ended. After a lost lease, with the one compare-and-set
+ * close from a fresh connection; otherwise through the session, which derives the
+ * state in SQL from the committed steps.
+ */
+async function closeWalk(
+  deps: TickDeps,
+  session: RunSession,
+  runId: number,
+  walked: WalkOutcome,
+  tally: RunTally,
+  conditional: ConditionalWalk,
+  log: Logger,
+): Promise<Omit<TickResult, "durationMs" | "supplier">> {
+  const { failure } = walked;
+  const counts = tally.counts;
+  if (session.lost || failure?.code === "LEASE_LOST") {
+    // Nothing more is written through the dead session.
     let state: RunState | undefined;
     try {
-      const closed = await deps.store.closeRun(deps.pool, {
-        runId,
-        walkComplete: false,
-        errorCode: "LEASE_LOST",
-        errorMessage: failure?.message ?? "lease connection lost",
-      });
-      state = closed?.state;
+      state =
+        (await deps.sessions.closeAfterLostLease(runId, failure?.message ?? "lease connection lost")) ??
+        undefined;
     } catch (err) {
       log.warn({ err: errorMessage(err) }, "could not close the run after losing the lease; recovery will");
     }
@@ -330,29 +340,26 @@ async function walkAndClose(
   }
 
   try {
-    if (walkComplete && failure === null && conditional?.notModified === true && counts.pages === 0) {
-      return await closeNotModified(deps, lease, runId, conditional, counts, log);
+    const complete = walked.end === "complete";
+    if (complete && conditional.notModified === true && counts.pages === 0) {
+      return await closeNotModified(session, runId, conditional, counts, log);
     }
-    if (walkComplete && failure === null && conditional?.received) {
-      await deps.store.saveRunValidators(lease.client, runId, conditional.received);
-    }
-    const closed = await deps.store.closeRun(lease.client, {
-      runId,
-      walkComplete,
+    const closed = await session.close({
+      walkComplete: complete,
+      validators: complete ? (conditional.received ?? null) : null,
       errorCode: failure?.code ?? null,
       errorMessage: failure?.message ?? null,
     });
     if (!closed) {
       return { outcome: "failed", runId, errorCode: "INTERRUPTED", counts };
     }
-    counts.delisted = closed.counts.recordsDelisted;
-    if (counts.delisted > 0) deps.metrics.records.inc({ supplier, result: "delisted" }, counts.delisted);
+    tally.addDelisted(closed.delisted);
     const outcome: TickOutcome =
       closed.state === "succeeded" ? "success" : closed.state === "partial" ? "partial" : "failed";
     return { outcome, runId, state: closed.state, errorCode: failure?.code ?? null, counts };
   } catch (err) {
     log.error({ err: errorMessage(err) }, "could not close the run; the next tick's recovery will");
-    return { outcome: "failed", runId, errorCode: "DATABASE", counts };
+    return { outcome: "failed", runId, errorCode: reasonOf(err).code, counts };
   }
 }
 
@@ -362,11 +369,10 @@ async function walkAndClose(
  * unchanged and nothing delisted.
  */
 async function closeNotModified(
-  deps: TickDeps,
-  lease: Lease,
+  session: RunSession,
   runId: number,
   conditional: ConditionalWalk,
-  counts: PageCounts & { pages: number; delisted: number },
+  counts: TickCounts,
   log: Logger,
 ): Promise<Omit<TickResult, "durationMs" | "supplier">> {
   const received = conditional.received ?? { etag: null, lastModified: null };
@@ -374,53 +380,19 @@ async function closeNotModified(
     etag: received.etag ?? conditional.previous?.etag ?? null,
     lastModified: received.lastModified ?? conditional.previous?.lastModified ?? null,
   };
-  const closed = await deps.store.closeRunNotModified(lease.client, { runId, validators });
+  const closed = await session.closeNotModified(validators);
   if (!closed) return { outcome: "failed", runId, errorCode: "INTERRUPTED", counts };
-  counts.unchanged = closed.counts.recordsUnchanged;
+  counts.unchanged = closed.unchanged;
   log.info({ etag: validators.etag, last_modified: validators.lastModified }, "catalog not modified (304)");
   return { outcome: "success", runId, state: closed.state, errorCode: null, counts };
 }
 
-function reasonOf(err: unknown): { code: string; message: string } {
+/**
+ * The failure `err` stands for. Errors are classified where they are born: the run
+ * session throws `IngestionError`s (`DATABASE` for PostgreSQL's failures), and so
+ * do connectors; anything else is a bug of this process, `INTERNAL`.
+ */
+function reasonOf(err: unknown): Failure {
   if (isIngestionError(err)) return { code: err.code, message: err.message };
-  const code = (err as { code?: unknown })?.code;
-  // pg errors carry a SQLSTATE; connection-level failures have none.
-  if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code))
-    return { code: "DATABASE", message: errorMessage(err) };
   return { code: "INTERNAL", message: errorMessage(err) };
-}
-
-function startHeartbeat(
-  deps: TickDeps,
-  lease: Lease,
-  runId: number,
-  signal: AbortSignal,
-  log: Logger,
-): { stop(): Promise<void> } {
-  const stop = new AbortController();
-  const both = AbortSignal.any([signal, stop.signal]);
-  // A table lease is renewed by this heartbeat, every third of its TTL at least.
-  const every = Math.min(deps.heartbeatMs ?? 10_000, lease.renewEveryMs ?? Number.POSITIVE_INFINITY);
-  const loop = (async () => {
-    for (;;) {
-      try {
-        await deps.clock.sleep(every, both);
-      } catch {
-        return;
-      }
-      await lease.renew?.();
-      if (lease.lost) return;
-      try {
-        await deps.store.heartbeatRun(lease.client, runId);
-      } catch (err) {
-        log.warn({ err: errorMessage(err) }, "run heartbeat failed");
-      }
-    }
-  })();
-  return {
-    async stop() {
-      stop.abort();
-      await loop;
-    },
-  };
 }

@@ -1,13 +1,13 @@
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
-import type { Connector, Lease, Page } from "../ingestion/ports.js";
+import type { Connector, Page } from "../ingestion/ports.js";
 import { runTick } from "../ingestion/tick.js";
 import { createMetrics } from "../observability/metrics.js";
 import { systemClock } from "../platform/clock.js";
 import { createLogger } from "../platform/logger.js";
 import { SecretRegistry } from "../platform/redact.js";
 import { inTransaction } from "../store/queryable.js";
-import * as store from "../store/runs.js";
+import { type Lease, runSessions } from "../store/run-session.js";
 import { acquireLease } from "./lease.js";
 
 const log = createLogger({ level: "silent", secrets: new SecretRegistry() });
@@ -105,12 +105,14 @@ t.test(
     };
     const result = await runTick(
       {
-        pool,
-        store,
-        acquireLease: async (name) => {
-          held = await acquireLease(pool, name, log);
-          return held;
-        },
+        sessions: runSessions(
+          pool,
+          async (name) => {
+            held = await acquireLease(pool, name, log);
+            return held;
+          },
+          { clock: systemClock },
+        ),
         log,
         metrics: createMetrics({ processMetrics: false }),
         clock: systemClock,

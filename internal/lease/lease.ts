@@ -26,10 +26,10 @@
  */
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
-import type { Lease } from "../ingestion/ports.js";
 import { errorMessage, IngestionError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import { bindLease } from "../store/queryable.js";
+import type { Lease } from "../store/run-session.js";
 
 export const LEASE_KEY_SQL = "hashtext('ingestion:' || $1)::bigint";
 

@@ -12,7 +12,7 @@ import { systemClock } from "../platform/clock.js";
 import { createLogger } from "../platform/logger.js";
 import { SecretRegistry } from "../platform/redact.js";
 import { inTransaction } from "../store/queryable.js";
-import * as store from "../store/runs.js";
+import { runSessions } from "../store/run-session.js";
 import { acquireTableLease, type TableLeaseOptions } from "./table-lease.js";
 
 const log = createLogger({ level: "silent", secrets: new SecretRegistry() });
@@ -214,14 +214,14 @@ t.test("a whole tick through PgBouncer in transaction mode", { skip: pgbouncerMi
     }),
   );
   const deps: TickDeps = {
-    pool,
-    store,
-    acquireLease: (name) => acquireTableLease(pool, name, options(5_000)),
+    sessions: runSessions(pool, (name) => acquireTableLease(pool, name, options(5_000)), {
+      clock: systemClock,
+      heartbeatMs: 20,
+    }),
     log,
     metrics: createMetrics({ processMetrics: false }),
     clock: systemClock,
     owner: { hostname: "test", pid: 1, bootId: "b" },
-    heartbeatMs: 20,
   };
   const supplier = { name: "etm", intervalMs: 3_600_000, enabled: true };
   const all = Array.from({ length: 30 }, (_, i) => `SKU-${String(i).padStart(3, "0")}`);

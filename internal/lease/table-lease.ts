@@ -28,11 +28,12 @@
  *   code is the same), but is "sessionless": the store keeps nothing in session state.
  */
 import type pg from "pg";
-import type { Lease, LeaseBusy, RunOwner } from "../ingestion/ports.js";
+import type { LeaseBusy, RunOwner } from "../ingestion/ports.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage, IngestionError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import { bindLease } from "../store/queryable.js";
+import type { Lease } from "../store/run-session.js";
 
 export interface TableLeaseOptions {
   /** `SUPPLIER_SYNC_LEASE_TTL`. */

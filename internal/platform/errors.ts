@@ -49,7 +49,7 @@ export function httpErrorCode(status: number): IngestionErrorCode {
  * retry policy may try the same request again (DESIGN §6).
  */
 export class IngestionError extends Error {
-  override readonly name = "IngestionError";
+  override readonly name: string = "IngestionError";
   readonly code: IngestionErrorCode;
   readonly retryable: boolean;
   /** Delay the server asked for (`Retry-After`), in ms, when known. */
@@ -66,6 +66,27 @@ export class IngestionError extends Error {
     this.retryable = options?.retryable ?? false;
     this.retryAfterMs = options?.retryAfterMs;
     this.attempts = options?.attempts;
+  }
+}
+
+/**
+ * How a PostgreSQL failure was classified where it was born (internal/store/database-error.ts):
+ * `unavailable` when the database cannot be reached or refuses the connection (down,
+ * shutting down, unknown database, bad password: the CLI exits 3), `failed` for any
+ * other failure of a statement or a connection.
+ */
+export type DatabaseErrorKind = "unavailable" | "failed";
+
+/** A PostgreSQL failure: an `IngestionError('DATABASE')` that also says its kind. */
+export class DatabaseError extends IngestionError {
+  override readonly name: string = "DatabaseError";
+  readonly kind: DatabaseErrorKind;
+  /** PostgreSQL's SQLSTATE, when the server answered with an error. */
+  readonly sqlState: string | undefined;
+  constructor(kind: DatabaseErrorKind, message: string, options?: { cause?: unknown; sqlState?: string }) {
+    super("DATABASE", message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.kind = kind;
+    this.sqlState = options?.sqlState;
   }
 }
 

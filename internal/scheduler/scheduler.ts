@@ -61,8 +61,10 @@ export class Scheduler {
   private state: SchedulerState = "idle";
   private readonly tickers = new Map<string, Ticker>();
   private readonly inFlight = new Set<Promise<unknown>>();
-  private active = 0;
-  private readonly waiting: (() => void)[] = [];
+  /** Tick permits in use: at most `maxConcurrentTicks` ticks run at once. */
+  private permitsInUse = 0;
+  /** Fires waiting for a tick permit, first come first served. */
+  private readonly waitingForPermit: (() => void)[] = [];
 
   constructor(private readonly options: SchedulerOptions) {}
 
@@ -105,7 +107,7 @@ export class Scheduler {
     }
     if (this.state === "running") this.state = "stopping";
     for (const ticker of this.tickers.values()) ticker.timer?.cancel();
-    for (const wake of this.waiting.splice(0)) wake();
+    for (const wake of this.waitingForPermit.splice(0)) wake();
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
     this.state = "stopped";
   }
@@ -150,7 +152,7 @@ export class Scheduler {
 
   private async runTicker(ticker: Ticker, trigger: RunTrigger, firedSlot: number): Promise<void> {
     const { supplier } = ticker;
-    await this.acquireSlot();
+    await this.acquireTickPermit();
     let result: TickResult | undefined;
     try {
       if (this.state !== "running") return;
@@ -158,7 +160,7 @@ export class Scheduler {
     } catch (err) {
       this.options.log.error({ supplier: supplier.name, err: errorMessage(err) }, "tick threw");
     } finally {
-      this.releaseSlot();
+      this.releaseTickPermit();
     }
     const ranSlot = result?.slotStart?.getTime();
     if (ranSlot !== undefined && ranSlot < firedSlot) {
@@ -233,15 +235,16 @@ export class Scheduler {
     }
   }
 
-  private async acquireSlot(): Promise<void> {
-    while (this.active >= this.options.maxConcurrentTicks && this.state === "running") {
-      await new Promise<void>((resolve) => this.waiting.push(resolve));
+  /** Waits for one of the `maxConcurrentTicks` tick permits (at once when stopping). */
+  private async acquireTickPermit(): Promise<void> {
+    while (this.permitsInUse >= this.options.maxConcurrentTicks && this.state === "running") {
+      await new Promise<void>((resolve) => this.waitingForPermit.push(resolve));
     }
-    this.active++;
+    this.permitsInUse++;
   }
 
-  private releaseSlot(): void {
-    this.active--;
-    this.waiting.shift()?.();
+  private releaseTickPermit(): void {
+    this.permitsInUse--;
+    this.waitingForPermit.shift()?.();
   }
 }

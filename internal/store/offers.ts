@@ -33,7 +33,7 @@ import type { Offer, Page, PageCounts, Reject } from "../ingestion/ports.js";
 import { IngestionError } from "../platform/errors.js";
 import { jsonbText, stringifyForJsonb, stripNul } from "../platform/exact-json.js";
 import { inTransaction, isSessionless, type Queryable } from "./queryable.js";
-import { forgetSeenSetPreparation, prepareSeenSet, SEEN_TABLE } from "./seen-set.js";
+import { SEEN_TABLE, SeenSetPreparation } from "./seen-set.js";
 
 const ZERO_COUNTS: PageCounts = { seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0 };
 
@@ -289,7 +289,8 @@ export function writePageParameters(
  * together with the page's data (offers upserted by content hash, one observation
  * per new/changed offer, rejects with their raw payload) and the run's counters.
  * Must be called on the lease connection: the SKUs it saw are staged on that session
- * for `closeRun`'s delisting.
+ * for `closeRun`'s delisting. `seen` is the run session's seen-set preparation (a
+ * fresh one, by default, prepares the set again).
  *
  * Idempotent: re-committing a step that already succeeded (a retry after an
  * ambiguous commit) changes nothing and returns zero counts. Throws
@@ -299,14 +300,15 @@ export function writePageParameters(
 export async function commitPage(
   client: pg.ClientBase,
   input: { runId: number; supplier: string; page: Page },
+  seen: SeenSetPreparation = new SeenSetPreparation(),
 ): Promise<PageCounts> {
   const { runId, supplier, page } = input;
   const offers = lastOccurrences(page.offers);
   const literals = arrayLiterals(offers);
   try {
-    return await writePage(client, runId, supplier, page, literals);
+    return await writePage(client, runId, supplier, page, literals, seen);
   } catch (err) {
-    forgetSeenSetPreparation(client);
+    seen.forget();
     throw err;
   }
 }
@@ -317,11 +319,12 @@ function writePage(
   supplier: string,
   page: Page,
   literals: ReturnType<typeof arrayLiterals>,
+  seen: SeenSetPreparation,
 ): Promise<PageCounts> {
   return inTransaction(client, async (tx) => {
     const claim = await tx.query(CLAIM_STEP, [runId, page.seq, page.offers.length, page.httpAttempts]);
     if (claim.rowCount === 0) return { ...ZERO_COUNTS };
-    await prepareSeenSet(tx, runId);
+    await seen.prepare(tx, runId);
     const { rows } = await tx.query<{
       inserted: number;
       updated: number;

@@ -2,6 +2,7 @@
  * Read-only queries over `ingestion_runs`: the `runs` command and `/readyz` freshness.
  */
 import type { RunOwner, RunState, RunTrigger } from "../ingestion/ports.js";
+import { classified } from "./database-error.js";
 import { type Queryable, toId } from "./queryable.js";
 import { RUN_COUNT_COLUMNS, type RunCountRow, type RunRow, toRunCounts } from "./runs.js";
 
@@ -21,21 +22,23 @@ interface RunDbRow extends RunCountRow {
 
 /**
  * Recent runs, newest first (by `started_at`, then id), of one supplier or of all.
- * `limit` is clamped to at least 1.
+ * `limit` is clamped to at least 1. Fails with a `DatabaseError`.
  */
 export async function listRuns(
   db: Queryable,
   options: { supplier?: string; limit: number },
 ): Promise<RunRow[]> {
   const limit = Math.max(1, Math.floor(options.limit));
-  const { rows } = await db.query<RunDbRow>(
-    `select id, supplier, slot_start, trigger, state, error_code, error_message, owner,
+  const { rows } = await classified(() =>
+    db.query<RunDbRow>(
+      `select id, supplier, slot_start, trigger, state, error_code, error_message, owner,
             started_at, heartbeat_at, finished_at, ${RUN_COUNT_COLUMNS}
        from ingestion_runs
       where $1::text is null or supplier = $1::text
       order by started_at desc, id desc
       limit $2`,
-    [options.supplier ?? null, limit],
+      [options.supplier ?? null, limit],
+    ),
   );
   return rows.map((r) => ({
     id: toId(r.id),

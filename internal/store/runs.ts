@@ -7,12 +7,6 @@ import type { RunOwner, RunState, RunTrigger } from "../ingestion/ports.js";
 import { inTransaction, type Queryable, toId } from "./queryable.js";
 import { applyDelisting, discardSeenSet, discardSeenSets, isSeenSetComplete } from "./seen-set.js";
 
-// The TickStore is this module; conditional requests (DESIGN §3.11) live in validators.ts.
-export { databaseNow } from "./db-clock.js";
-export { commitPage, recordFailedStep } from "./offers.js";
-export type { Queryable } from "./queryable.js";
-export { closeRunNotModified, lastRunValidators, saveRunValidators } from "./validators.js";
-
 /** The counters of a run, named after their columns (`ingestion_runs.pages`, `records_*`). */
 export interface RunCounts {
   pages: number;

@@ -41,26 +41,30 @@ const CREATE_STAGING = `create temp table if not exists supplier_sync_run_seen (
   run_id bigint not null, seq integer not null, skus text[] not null, primary key (run_id, seq))`;
 
 /**
- * The run each session last prepared the set for, so the later pages of a run skip
- * the two preparing statements (about 1 ms a page). Forgotten when a page fails: its
- * rollback may have undone the `create temp table`.
+ * The seen set's state on one lease connection, owned by the run session that holds
+ * it (run-session.ts): the run it last prepared the set for, so the later pages of a
+ * run skip the two preparing statements (about 1 ms a page). Forgotten when a page
+ * fails: its rollback may have undone the `create temp table`. A store function
+ * called without one (tests, benchmarks) prepares the set on every page.
  */
-const preparedFor = new WeakMap<pg.ClientBase, number>();
+export class SeenSetPreparation {
+  private preparedFor: number | undefined;
 
-/**
- * Makes sure the staging tables exist on this session and hold nothing from another
- * run. Call inside the page transaction, before staging; call
- * {@link forgetSeenSetPreparation} if that transaction does not commit.
- */
-export async function prepareSeenSet(client: pg.ClientBase, runId: number): Promise<void> {
-  if (isSessionless(client) || preparedFor.get(client) === runId) return;
-  await prepareOnSession(client, runId);
-  preparedFor.set(client, runId);
-}
+  /**
+   * Makes sure the staging tables exist on this session and hold nothing from another
+   * run. Call inside the page transaction, before staging; call {@link forget} if that
+   * transaction does not commit.
+   */
+  async prepare(client: pg.ClientBase, runId: number): Promise<void> {
+    if (isSessionless(client) || this.preparedFor === runId) return;
+    await prepareOnSession(client, runId);
+    this.preparedFor = runId;
+  }
 
-/** After a rolled-back page: the next page prepares the set again. */
-export function forgetSeenSetPreparation(client: pg.ClientBase): void {
-  preparedFor.delete(client);
+  /** After a rolled-back page: the next page prepares the set again. */
+  forget(): void {
+    this.preparedFor = undefined;
+  }
 }
 
 async function prepareOnSession(client: pg.ClientBase, runId: number): Promise<void> {

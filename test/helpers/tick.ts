@@ -6,23 +6,20 @@ import { createMetrics } from "../../internal/observability/metrics.js";
 import { systemClock } from "../../internal/platform/clock.js";
 import { createLogger, type Logger } from "../../internal/platform/logger.js";
 import { SecretRegistry } from "../../internal/platform/redact.js";
-import * as store from "../../internal/store/runs.js";
+import { runSessions } from "../../internal/store/run-session.js";
 
-/** What `runTick` needs, on `pool`, with a real lease and the real store. */
+/** What `runTick` needs, on `pool`, with a real advisory lease and the real store's run sessions. */
 export function tickDeps(
   pool: pg.Pool,
   log: Logger = createLogger({ level: "silent", secrets: new SecretRegistry() }),
   heartbeatMs = 1_000,
 ): TickDeps {
   return {
-    pool,
-    store,
-    acquireLease: (name) => acquireLease(pool, name, log),
+    sessions: runSessions(pool, (name) => acquireLease(pool, name, log), { clock: systemClock, heartbeatMs }),
     log,
     metrics: createMetrics({ processMetrics: false }),
     clock: systemClock,
     owner: { hostname: "test", pid: 1, bootId: "b" },
-    heartbeatMs,
   };
 }
 
