@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * `npm start`: the daemon with the shipped connectors for ETM, IEK and Systeme
- * Electric (config/suppliers/*.json) against the built-in supplier simulator on
+ * Electric (config/suppliers/*.json), a YML feed and ETM's catalog export, against the built-in supplier simulator on
  * 127.0.0.1:9465, whose etm, iek and systeme profiles answer like those APIs
  * (auth, shapes, batches, rate limits). The shipped files point at the real
  * hosts; the demo copies them into a temporary connectors folder with only
@@ -68,6 +68,30 @@ const DEMO: DemoSupplier[] = [
     simulator: (c) => realApiSupplier("systeme", 1_000, c.systeme),
     drift: { changePrices: 8, changeStock: 8, remove: 3, add: 3 },
   },
+  {
+    // A whole-catalog YML feed (config/suppliers/feed.json), streamed in steps; an
+    // unchanged file is one 304 (conditional requests).
+    name: "feed",
+    intervalSeconds: 60,
+    simulator: () => ({ size: 2_000 }),
+    drift: { changePrices: 10, remove: 2, add: 2 },
+  },
+  {
+    // ETM's full-catalog export job (config/suppliers/etm-catalog.json): create, poll
+    // every 15 s, download the file from the simulator's second origin (:9466).
+    name: "etm-catalog",
+    intervalSeconds: 120,
+    simulator: (c) => ({
+      size: 1_000,
+      auth: {
+        type: "session",
+        loginPath: "/api/v1/user/login",
+        credentials: { log: c.etm.login, pwd: c.etm.password },
+        expiredAs: "body403",
+      },
+    }),
+    drift: { changePrices: 10, changeStock: 10, remove: 2, add: 2 },
+  },
 ];
 
 /** Demo values of the secrets the shipped connectors name; real ones in the environment win. */
@@ -92,6 +116,8 @@ function credentialsFromEnv(): RealApiCredentials {
 const credentials = credentialsFromEnv();
 const simulator = await startSimulator({
   port: 9465,
+  // Export downloads (etm-catalog) come from this second origin, as ETM's come from its file host.
+  filesPort: 9466,
   suppliers: Object.fromEntries(DEMO.map((s) => [s.name, s.simulator(credentials)])),
 });
 const connectorsDir = mkdtempSync(join(tmpdir(), "supplier-sync-demo-"));
