@@ -24,7 +24,7 @@
  * (--ci: exit 1 when a target is missed)
  */
 import { spawn } from "node:child_process";
-import { createReadStream, createWriteStream, mkdirSync, writeFileSync } from "node:fs";
+import { createReadStream, createWriteStream, mkdirSync, statSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -132,21 +132,42 @@ interface PipelineReport {
   rowsPerSecond: number;
   maxRssMB: number;
   pages: number;
+  unchanged: number;
 }
 
-/** Serves the files of `dir` as they are (gzip bytes, no Content-Encoding), as a feed host would. */
-async function serveFiles(dir: string): Promise<{ server: Server; url: string }> {
+/**
+ * Serves the files of `dir` as they are (gzip bytes, no Content-Encoding), as a feed host
+ * would: with an `ETag` (name, size, mtime), answering `If-None-Match` with 304. Counts
+ * the answers per file and status.
+ */
+async function serveFiles(
+  dir: string,
+): Promise<{ server: Server; url: string; answers: Map<string, Record<number, number>> }> {
+  const answers = new Map<string, Record<number, number>>();
+  const count = (name: string, status: number) => {
+    const byStatus = answers.get(name) ?? {};
+    byStatus[status] = (byStatus[status] ?? 0) + 1;
+    answers.set(name, byStatus);
+  };
   const server = createServer((req, res) => {
     const name = (req.url ?? "/").slice(1);
     if (!/^[\w.-]+$/.test(name)) {
       res.writeHead(404).end();
       return;
     }
-    res.writeHead(200, { "content-type": "application/gzip" });
+    const info = statSync(join(dir, name));
+    const etag = `"${name}-${info.size}-${info.mtimeMs}"`;
+    if (req.headers["if-none-match"] === etag) {
+      count(name, 304);
+      res.writeHead(304, { etag }).end();
+      return;
+    }
+    count(name, 200);
+    res.writeHead(200, { "content-type": "application/gzip", etag });
     pipeline(createReadStream(join(dir, name)), res).catch(() => res.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, answers };
 }
 
 /** One forced tick of the whole app over `fileUrl`: connector → tick → PostgreSQL, in a worker child. */
@@ -159,7 +180,7 @@ async function walkPipeline(
 ) {
   const { runWorker } = await import("./child.js");
   const connectors = join(dir, `connectors-${supplier}`);
-  mkdirSync(connectors);
+  mkdirSync(connectors, { recursive: true });
   writeFileSync(
     join(connectors, `${supplier}.json`),
     JSON.stringify({
@@ -181,7 +202,7 @@ async function walkPipeline(
   );
   const result = report.results[0];
   if (result?.outcome !== "success") throw new Error(`pipeline ${supplier}: tick outcome ${result?.outcome}`);
-  const counts = result.counts as { seen?: number; pages?: number } | undefined;
+  const counts = result.counts as { seen?: number; pages?: number; unchanged?: number } | undefined;
   const rows = counts?.seen ?? 0;
   return {
     rows,
@@ -189,6 +210,7 @@ async function walkPipeline(
     rowsPerSecond: Math.round(rows / (report.tickMs / 1000)),
     maxRssMB: Math.round((report.maxRssKb / 1024) * 10) / 10,
     pages: counts?.pages ?? 0,
+    unchanged: counts?.unchanged ?? 0,
   } satisfies PipelineReport;
 }
 
@@ -244,6 +266,19 @@ async function main(): Promise<unknown> {
         if (pipelined && pipelined.rows !== offers) {
           throw new Error(`${offers} offers: the pipeline saw ${pipelined.rows}`);
         }
+        // The same feed again, unchanged: the run sends the first one's ETag back and gets a 304.
+        const fileName = file.split("/").pop() as string;
+        const again =
+          db && host ? await walkPipeline(db.url, dir, `feed${offers}`, host.url, `/${fileName}`) : undefined;
+        const unchanged =
+          again && host
+            ? {
+                tickMs: again.tickMs,
+                pages: again.pages,
+                recordsUnchanged: again.unchanged,
+                answers: host.answers.get(fileName) ?? {},
+              }
+            : undefined;
         walks.push({
           offers,
           gzipBytes: bytes,
@@ -256,10 +291,16 @@ async function main(): Promise<unknown> {
                 pipelineOfBare: Math.round((pipelined.rowsPerSecond / bare.rowsPerSecond) * 100) / 100,
               }
             : {}),
+          ...(unchanged ? { unchanged } : {}),
         });
         process.stderr.write(
           `${offers} offers (${(bytes / 1024 / 1024).toFixed(1)} MB gzip): feed ${feed.rowsPerSecond} rows/s, peak RSS ${feed.maxRssMB} MB; bare ${bare.rowsPerSecond} rows/s, peak RSS ${bare.maxRssMB} MB${pipelined ? `; pipeline ${pipelined.rowsPerSecond} rows/s (${pipelined.pages} steps, ${pipelined.tickMs} ms), peak RSS ${pipelined.maxRssMB} MB` : ""}\n`,
         );
+        if (unchanged) {
+          process.stderr.write(
+            `${offers} offers unchanged: ${JSON.stringify(unchanged.answers)} answers, ${unchanged.pages} steps, ${unchanged.tickMs} ms\n`,
+          );
+        }
       }
     } finally {
       host?.server.close();
@@ -278,6 +319,14 @@ async function main(): Promise<unknown> {
       ),
       largestWithin20PercentOfSmallest:
         rssGrowth <= RSS_GROWTH_TARGET && (pipelineRssGrowth ?? 0) <= RSS_GROWTH_TARGET,
+      // Conditional requests: the unchanged feed's second run was one request, a 304, no step.
+      unchangedFeedIsOneRequest: walks.every(
+        (w) =>
+          w.unchanged === undefined ||
+          (w.unchanged.pages === 0 &&
+            w.unchanged.recordsUnchanged === w.offers &&
+            JSON.stringify(w.unchanged.answers) === JSON.stringify({ 200: 1, 304: 1 })),
+      ),
     };
     const report = { walks, rssGrowth, pipelineRssGrowth, targets };
     if (argv.includes("--ci") && !Object.values(targets).every(Boolean)) {
