@@ -319,9 +319,17 @@ t.test(
       owner: { hostname: "h", pid: 2, bootId: "x" },
     });
     await commitPage(lease!.client, { runId, supplier: "etm", page: page(1) });
-    await lease!.client.query("select 1");
+    const { rows } = await lease!.client.query<{ pid: number }>("select pg_backend_pid() as pid");
     // The holder dies: its session ends without closing the run.
     lease!.client.release(true);
+    // Destroying the socket does not wait for the server to end the session (and drop its
+    // advisory lock): wait, bounded, until it is gone, or the tick below finds the lease busy.
+    for (let i = 0; ; i++) {
+      const alive = await pool.query("select 1 from pg_stat_activity where pid = $1", [rows[0]?.pid]);
+      if (alive.rowCount === 0) break;
+      if (i >= 500) throw new Error("the dead holder's session did not end within 5 s");
+      await new Promise((r) => setTimeout(r, 10));
+    }
     const metrics = createMetrics({ processMetrics: false });
     const r = await runTick(
       { ...deps(pool), metrics },
