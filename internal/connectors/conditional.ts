@@ -7,7 +7,7 @@ import type { ConditionalWalk, WalkContext } from "../ingestion/ports.js";
  * validators say nothing about the catalog, so they never send any.
  */
 export function isOneRequestWalk(def: ConnectorDefinition): boolean {
-  // `export` (docs/feeds.md, Export jobs) is read loosely so that this holds whether or not the key is declared yet.
+  // An export job (docs/feeds.md, Export jobs) makes a create, polls and a download.
   const exportJob = (def as { export?: unknown }).export;
   return (
     def.pagination.type === "none" &&
