@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * `npm run bench:migration`: how long a migration holds its lock on a big
- * `supplier_offers` (DESIGN §7: never longer than a catalog page would). In a fresh
+ * `supplier_offers` (docs/architecture.md, The store: never longer than a catalog page would). In a fresh
  * database: the migrations before `--migration` (default the newest), 1M offers and
  * their observations, then that migration in one transaction (as drizzle applies
  * it), while a second session reads and writes `supplier_offers` every 2 ms and

@@ -6,10 +6,9 @@
  * Why: a page's parsed JSON and offers live across a few awaits (prefetch + commit),
  * so they are promoted to the old generation and die there; V8 then grows the old
  * generation by up to 4× its live size after each full GC, and over a long walk the
- * heap ratchets up. Measured on a 1M-SKU first load (pages of 5,000): heapTotal
- * 32 → 104 MB and peak RSS 171 MB with V8's default, with only 25-40 MB live after
- * each full GC; growing by 25 % instead keeps the peak at 135-152 MB, with no
- * measurable slowdown. It is a growth heuristic, not a cap: a larger page still fits.
+ * heap ratchets up. On a 1M-SKU first load, growing by 25 % instead of V8's default
+ * keeps the peak RSS well below the default's, with no measurable slowdown (figures,
+ * date and method: bench/README.md, Heap growth). It is a growth heuristic, not a cap: a larger page still fits.
  *
  * It is a node command-line flag, not a run-time `v8.setFlagsFromString` call, and
  * not in `NODE_OPTIONS`: Node refuses it there ("--heap-growing-percent= is not

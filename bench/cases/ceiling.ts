@@ -5,7 +5,7 @@
  * COPY text is built before the clock starts, as `psql \copy` would read a file.
  *
  * Each repetition also measures the first-load bound: the least a first load can
- * cost under DESIGN's schema, where every new offer is one row in `supplier_offers`
+ * cost under the public schema (README.md, Tables), where every new offer is one row in `supplier_offers`
  * and one in `supplier_offer_observations`. It is two raw COPYs of the same rows,
  * one into a copy of each real table (`like … including all`: same columns,
  * defaults, checks and primary key), with the content hash precomputed. No

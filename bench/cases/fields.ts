@@ -1,5 +1,5 @@
 /**
- * What field specs cost (DESIGN §3.7): CPU of validating 1,000 records (already
+ * What field specs cost (docs/connectors.md, Records and fields): CPU of validating 1,000 records (already
  * parsed: `normalizeRecords` alone), in this one process, repetitions alternating:
  * - dot-path fields, this build against `--baseline DIR`'s build (when given): the
  *   connectors of before keep their cost;

@@ -1,5 +1,5 @@
 /**
- * What exact prices cost (DESIGN §3.7): the whole pipeline over HTTP, first load and
+ * What exact prices cost (docs/connectors.md, Records and fields): the whole pipeline over HTTP, first load and
  * unchanged re-sync, for
  * - ordinary pages (prices as short JSON strings, the bench catalog) with this build
  *   and, given `--baseline DIR` (a checkout of an earlier commit, built, with its

@@ -1,6 +1,6 @@
 import { ConfigError } from "../../internal/platform/errors.js";
 
-/** A parsed command line (DESIGN §2). */
+/** A parsed command line (README.md, Command line). */
 export type Command =
   | { kind: "daemon" }
   | { kind: "tick-once"; suppliers: string[]; force: boolean }
@@ -27,7 +27,7 @@ export const USAGE = `Usage:
 
 Exit codes: 0 success; 1 a tick did not succeed; 2 invalid configuration or usage;
 3 infrastructure unavailable (database unreachable, migrations failed).
-Configuration is read from the environment: see README.md.`;
+Configuration is read from the environment: see docs/operations.md (Environment).`;
 
 /** Parses argv (without node and script). Throws ConfigError naming the bad token. */
 export function parseArgs(argv: string[]): Command {

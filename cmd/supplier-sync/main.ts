@@ -63,7 +63,7 @@ async function run(command: Command): Promise<number> {
     return ok ? EXIT_OK : EXIT_CONFIG;
   }
   const selected = command.kind === "tick-once" ? selectSuppliers(config, command.suppliers) : [];
-  // Human-readable logs on a terminal, JSON everywhere else and always in production (DESIGN §8).
+  // Human-readable logs on a terminal, JSON everywhere else and always in production (docs/operations.md, Health server).
   // `runs` prints its table or JSON on stdout, so its own log lines go to stderr.
   const logToStderr = command.kind === "runs";
   const pretty = !config.production && (logToStderr ? process.stderr : process.stdout).isTTY === true;

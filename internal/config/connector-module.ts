@@ -5,7 +5,7 @@ import type { ConnectorModule } from "../connectors/registry.js";
 import { ConfigError, errorMessage } from "../platform/errors.js";
 
 /**
- * Connector modules loaded from the connectors folder (DESIGN §3.13):
+ * Connector modules loaded from the connectors folder (docs/connector-modules.md):
  * `"module": "./<file>.mjs"` in a connector file names an ES module whose default
  * export has the registry's signature, `(transport, settings) => Connector`.
  *

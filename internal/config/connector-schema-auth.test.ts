@@ -21,7 +21,7 @@ function issues(extra: Record<string, unknown>): string {
   return parsed.success ? "<valid>" : formatSchemaIssues(parsed.error.issues);
 }
 
-t.test("the examples of DESIGN §3 are valid, with defaults", async (t) => {
+t.test("the examples of docs/connectors.md (Authentication) are valid, with defaults", async (t) => {
   const def = connectorDefinitionSchema.parse({
     ...base,
     auth: { ...session, ttlMs: 28_800_000, minLoginIntervalMs: 120_000 },

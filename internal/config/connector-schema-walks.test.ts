@@ -17,53 +17,58 @@ const remains = {
   fields: { stock: { jmespath: "sum(InfoStores[].Remain)" } },
 };
 
-t.test("the examples of DESIGN §3.5, §3.6 and §3.8 are valid, with defaults", async (t) => {
-  const etm = connectorDefinitionSchema.parse({
-    ...base,
-    skus: { from: "file", file: "etm-skus.txt", batch: 50 },
-    request: { path: "/api/v1/goods/{skus}/price", query: { type: "cli" } },
-    enrich: [remains],
-  });
-  t.same(etm.skus, { from: "file", file: "etm-skus.txt", batch: 50, separator: ",", allowEmpty: false });
-  t.equal(etm.enrich?.[0]?.batch, 1, "enrich batch defaults to 1");
-  t.same([...definedPlaceholders(etm)], ["skus"], "batch 50 defines {skus} only");
-  const sql = connectorDefinitionSchema.parse({
-    ...base,
-    skus: {
-      from: "sql",
-      query: "select sku from supplier_offers where supplier = $1 and delisted_at is null",
-    },
-    request: { path: "/goods/{sku}" },
-  });
-  t.same([...definedPlaceholders(sql)], ["skus", "sku"], "batch 1 defines {skus} and {sku}");
-  const iek = connectorDefinitionSchema.parse({
-    ...base,
-    partitions: { request: { path: "/api/ddp" }, records: { path: "" }, value: "groupId" },
-    request: { path: "/api/products", query: { groupId: "{partition}" } },
-    enrich: [
-      {
-        request: { path: "/residues", query: { sku: "{skus}" } },
-        batch: 100,
-        records: { path: "shopItems" },
-        key: "sku",
-        fields: { stock: { jmespath: "sum(values(residues))" } },
+t.test(
+  "the examples of docs/connectors.md (Partitions, SKU lists, Enrichment) are valid, with defaults",
+  async (t) => {
+    const etm = connectorDefinitionSchema.parse({
+      ...base,
+      skus: { from: "file", file: "etm-skus.txt", batch: 50 },
+      request: { path: "/api/v1/goods/{skus}/price", query: { type: "cli" } },
+      enrich: [remains],
+    });
+    t.same(etm.skus, { from: "file", file: "etm-skus.txt", batch: 50, separator: ",", allowEmpty: false });
+    t.equal(etm.enrich?.[0]?.batch, 1, "enrich batch defaults to 1");
+    t.same([...definedPlaceholders(etm)], ["skus"], "batch 50 defines {skus} only");
+    const sql = connectorDefinitionSchema.parse({
+      ...base,
+      skus: {
+        from: "sql",
+        query: "select sku from supplier_offers where supplier = $1 and delisted_at is null",
       },
-    ],
-  });
-  t.same(iek.partitions && "request" in iek.partitions ? iek.partitions.pagination : null, { type: "none" });
-  const values = connectorDefinitionSchema.parse({
-    ...base,
-    partitions: { values: ["cables", "breakers"] },
-    request: { method: "POST", path: "/x", body: { group: "{partition}" } },
-  });
-  t.same([...definedPlaceholders(values)], ["partition"]);
-  const priceByEnrich = connectorDefinitionSchema.parse({
-    ...base,
-    fields: { sku: "code" },
-    enrich: [{ ...remains, fields: { price: "price" } }],
-  });
-  t.equal(priceByEnrich.fields?.price, undefined, "price may come from an enrich entry");
-});
+      request: { path: "/goods/{sku}" },
+    });
+    t.same([...definedPlaceholders(sql)], ["skus", "sku"], "batch 1 defines {skus} and {sku}");
+    const iek = connectorDefinitionSchema.parse({
+      ...base,
+      partitions: { request: { path: "/api/ddp" }, records: { path: "" }, value: "groupId" },
+      request: { path: "/api/products", query: { groupId: "{partition}" } },
+      enrich: [
+        {
+          request: { path: "/residues", query: { sku: "{skus}" } },
+          batch: 100,
+          records: { path: "shopItems" },
+          key: "sku",
+          fields: { stock: { jmespath: "sum(values(residues))" } },
+        },
+      ],
+    });
+    t.same(iek.partitions && "request" in iek.partitions ? iek.partitions.pagination : null, {
+      type: "none",
+    });
+    const values = connectorDefinitionSchema.parse({
+      ...base,
+      partitions: { values: ["cables", "breakers"] },
+      request: { method: "POST", path: "/x", body: { group: "{partition}" } },
+    });
+    t.same([...definedPlaceholders(values)], ["partition"]);
+    const priceByEnrich = connectorDefinitionSchema.parse({
+      ...base,
+      fields: { sku: "code" },
+      enrich: [{ ...remains, fields: { price: "price" } }],
+    });
+    t.equal(priceByEnrich.fields?.price, undefined, "price may come from an enrich entry");
+  },
+);
 
 const rejections: [string, Record<string, unknown>, RegExp][] = [
   [

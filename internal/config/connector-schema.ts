@@ -5,7 +5,7 @@ import { MODULE_FILE } from "./connector-module.js";
 import { KNOWN_PLACEHOLDERS, placeholdersIn, stringsIn } from "./placeholders.js";
 
 /**
- * The connector definition file `config/suppliers/<name>.json` (DESIGN §3).
+ * The connector definition file `config/suppliers/<name>.json` (docs/connectors.md).
  * Unknown keys are rejected at every level; secrets are only ever named
  * (an env var or a file), never written in the file.
  */
@@ -32,7 +32,7 @@ const jsonScalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 const httpStatus = z.number().int().min(100).max(599);
 
 /**
- * A response condition (DESIGN §3.9), shared by `errors`, `auth.expiredWhen`
+ * A response condition (docs/connectors.md, Errors inside responses), shared by `errors`, `auth.expiredWhen`
  * and the export conditions: a `path` with exactly one of `equals`, `in`,
  * `notIn`, `exists`, and/or `status`; when both are given both must hold.
  */
@@ -70,7 +70,7 @@ export const ERROR_RULE_CODES = ["SUPPLIER", "CONTRACT", "AUTH", "RATE_LIMITED",
 const errorRuleSchema = z
   .strictObject({
     ...conditionShape,
-    // biome-ignore lint/suspicious/noThenProperty: DESIGN §3.9 names the key; its value is a string, never callable.
+    // biome-ignore lint/suspicious/noThenProperty: the key is public (docs/connectors.md, Conditions); its value is a string, never callable.
     then: z.enum(["retry", "fail"]),
     code: z.enum(ERROR_RULE_CODES).optional(),
     /** Dot path of the supplier's own message, quoted in the step's error. */
@@ -90,7 +90,7 @@ export const secretValueSchema = z.union(
 );
 export type SecretValue = z.output<typeof secretValueSchema>;
 
-/** `body` and `form` go with POST only, and not together (DESIGN §3.3). */
+/** `body` and `form` go with POST only, and not together (docs/connectors.md, Requests). */
 function checkRequestBody(r: { method: string; body?: unknown; form?: unknown }, ctx: z.RefinementCtx): void {
   if (r.body !== undefined && r.form !== undefined) {
     ctx.addIssue({ code: "custom", path: ["form"], message: "set either body or form, not both" });
@@ -264,7 +264,7 @@ const nullIf = z.array(scalar).min(1);
 const decimalSeparator = z.enum([",", "."]);
 
 /**
- * Where a field's value comes from (DESIGN §3.7): a dot path, `{path}`, `{jmespath}`
+ * Where a field's value comes from (docs/connectors.md, Records and fields): a dot path, `{path}`, `{jmespath}`
  * or `{const}`; `nullIf` turns listed values into null; `decimalSeparator` (price and
  * stock) reads `"1 234,50"` as 1234.50.
  */
@@ -295,7 +295,7 @@ const attributesSchema = z
   .record(attributeName, numericField)
   .refine((a) => Object.keys(a).length <= MAX_ATTRIBUTES, `at most ${MAX_ATTRIBUTES} attributes`);
 
-/** The keys of a request (DESIGN §3.3). */
+/** The keys of a request (docs/connectors.md, Requests). */
 const requestShape = {
   method: httpMethod,
   path: requestPath.default("/"),
@@ -307,11 +307,11 @@ const requestShape = {
   form: z.record(z.string(), z.string()).optional(),
 };
 
-/** A request template of a partition list or an enrichment (DESIGN §3.3): the main request's keys. */
+/** A request template of a partition list or an enrichment (docs/connectors.md, Requests): the main request's keys. */
 const requestSchema = z.strictObject(requestShape).superRefine(checkRequestBody);
 
 /**
- * An export job (DESIGN §3.12): create it, poll it every `intervalMs` until
+ * An export job (docs/feeds.md, Export jobs): create it, poll it every `intervalMs` until
  * `readyWhen` (or `failWhen`) matches, then download the file at
  * `download.urlPath` of the ready poll response and walk it with `format`.
  */
@@ -332,7 +332,7 @@ const recordsSchema = z.strictObject({ path: dotPath });
 const batchSize = z.number().int().min(1).max(10_000).default(1);
 const skuSeparator = z.string().min(1).max(8).default(",");
 
-/** Partitions (DESIGN §3.5): static values, or a list read from a request with its own pagination. */
+/** Partitions (docs/connectors.md, Partitions): static values, or a list read from a request with its own pagination. */
 const partitionsSchema = z.union(
   [
     z.strictObject({ values: z.array(z.string().min(1)).min(1) }),
@@ -346,7 +346,7 @@ const partitionsSchema = z.union(
   { error: "must be { values: [...] } or { request, records, value }" },
 );
 
-/** SKU lists (DESIGN §3.6): a file of the connectors folder or a read-only SQL query. */
+/** SKU lists (docs/connectors.md, SKU lists): a file of the connectors folder or a read-only SQL query. */
 const skuListShape = {
   batch: batchSize,
   separator: skuSeparator,
@@ -357,7 +357,7 @@ const skusSchema = z.discriminatedUnion("from", [
   z.strictObject({ from: z.literal("sql"), query: z.string().trim().min(1), ...skuListShape }),
 ]);
 
-/** An enrichment (DESIGN §3.8): fields from a second endpoint, merged by SKU before validation. */
+/** An enrichment (docs/connectors.md, Enrichment): fields from a second endpoint, merged by SKU before validation. */
 const enrichSchema = z
   .strictObject({
     request: requestSchema,
@@ -385,10 +385,10 @@ const enrichSchema = z
     }
   });
 
-/** The main record's field specs (§3.7); also what a connector module's `lib.normalizeRecords` takes. */
+/** The main record's field specs (docs/connectors.md, Records and fields); also what a connector module's `lib.normalizeRecords` takes. */
 export const fieldsSchema = z.strictObject({
   sku: textField,
-  /** Required here unless an `enrich` entry maps it (§3.7). */
+  /** Required here unless an `enrich` entry maps it (docs/connectors.md, Records and fields). */
   price: numericField.optional(),
   name: textField.optional(),
   currency: textField.optional(),
@@ -398,7 +398,7 @@ export const fieldsSchema = z.strictObject({
 export const connectorDefinitionSchema = z
   .strictObject({
     /**
-     * Hand-written connector (§3.13): a name from the code registry, or `./<file>.mjs`,
+     * Hand-written connector (docs/connector-modules.md): a name from the code registry, or `./<file>.mjs`,
      * an ES module of the connectors folder; the declarative connector when absent.
      */
     module: z
@@ -449,11 +449,11 @@ export const connectorDefinitionSchema = z
       })
       .superRefine(checkRequestBody)
       .prefault({}),
-    /** Conditions checked on every JSON response of the walk, before its records are read (§3.9). */
+    /** Conditions checked on every JSON response of the walk, before its records are read (docs/connectors.md, Errors inside responses). */
     errors: z.array(errorRuleSchema).default([]),
     pagination: paginationSchema.default({ type: "none" }),
     /**
-     * Conditional requests (§3.11): a walk that is one request sends back the last
+     * Conditional requests (docs/conditional-requests.md): a walk that is one request sends back the last
      * succeeded run's `ETag` / `Last-Modified`; a 304 ends the run with nothing fetched.
      */
     conditional: z.boolean().default(true),
@@ -461,17 +461,17 @@ export const connectorDefinitionSchema = z
     fields: fieldsSchema.optional(),
     /** Further supplier data kept with each offer as one JSON object (`supplier_offers.attributes`). */
     attributes: attributesSchema.optional(),
-    /** Walk the main request once per partition value, `{partition}` substituted (§3.5). */
+    /** Walk the main request once per partition value, `{partition}` substituted (docs/connectors.md, Partitions). */
     partitions: partitionsSchema.optional(),
-    /** Walk the main request once per batch of SKUs, `{skus}`/`{sku}` substituted (§3.6). */
+    /** Walk the main request once per batch of SKUs, `{skus}`/`{sku}` substituted (docs/connectors.md, SKU lists). */
     skus: skusSchema.optional(),
-    /** Fields from other endpoints merged into each step's records before validation (§3.8). */
+    /** Fields from other endpoints merged into each step's records before validation (docs/connectors.md, Enrichment). */
     enrich: z.array(enrichSchema).min(1).optional(),
-    /** How the body is read (§3.10): JSON parsed whole (default), or a streamed feed. */
+    /** How the body is read (docs/feeds.md): JSON parsed whole (default), or a streamed feed. */
     format: formatSchema.optional(),
-    /** Build the catalog file as an export job, then download and walk it (§3.12). */
+    /** Build the catalog file as an export job, then download and walk it (docs/feeds.md, Export jobs). */
     export: exportSchema.optional(),
-    /** Absent: 52,428,800 for a JSON body read whole, 4 GiB (decompressed) for a streamed format (§3.10). */
+    /** Absent: 52,428,800 for a JSON body read whole, 4 GiB (decompressed) for a streamed format (docs/feeds.md). */
     maxResponseBytes: z.number().int().positive().optional(),
     maxRejectRatio: z.number().min(0).max(1).default(0.5),
     /** Deepest JSON nesting accepted in a response body. */
@@ -524,11 +524,11 @@ export const connectorDefinitionSchema = z
   })
   .transform((def) => ({
     ...def,
-    /** In force: the definition's, else the default of its format (§3.1, §3.10). */
+    /** In force: the definition's, else the default of its format (docs/connectors.md, Common keys; docs/feeds.md). */
     maxResponseBytes: def.maxResponseBytes ?? defaultMaxResponseBytes(def.format),
   }));
 
-/** `maxResponseBytes` of a JSON body read whole when the definition sets none (DESIGN §3.1). */
+/** `maxResponseBytes` of a JSON body read whole when the definition sets none (docs/connectors.md, Common keys). */
 export const DEFAULT_MAX_RESPONSE_BYTES = 52_428_800;
 
 function defaultMaxResponseBytes(format: z.output<typeof formatSchema> | undefined): number {
@@ -537,7 +537,7 @@ function defaultMaxResponseBytes(format: z.output<typeof formatSchema> | undefin
     : DEFAULT_MAX_RESPONSE_BYTES;
 }
 
-/** A streamed format or an export job is one file: no pagination, partitions or SKU lists (§3.10, §3.12). */
+/** A streamed format or an export job is one file: no pagination, partitions or SKU lists (docs/feeds.md, including Export jobs). */
 function checkFeedCombinations(
   def: {
     format?: z.output<typeof formatSchema> | undefined;

@@ -12,7 +12,7 @@ import type { Config, ConnectorStatus } from "./types.js";
 /**
  * Connector definition files `<connectorsDir>/<name>.json` → {@link ConnectorStatus}.
  *
- * Invariant (DESIGN §1.5): nothing here throws for a bad file. Each supplier
+ * Invariant (docs/architecture.md, The invariants (5)): nothing here throws for a bad file. Each supplier
  * gets its own status, so one missing or broken connector is an error for that
  * supplier only and never stops the others from loading.
  */
@@ -58,7 +58,7 @@ function invalid(path: string, reason: string): ConnectorStatus {
 /**
  * Loads and validates the connector of one supplier, including a check that the
  * secrets it names can be resolved right now (they are registered in `secrets`), and
- * imports its `"module": "./<file>.mjs"` if it names one (DESIGN §3.13: only from inside
+ * imports its `"module": "./<file>.mjs"` if it names one (docs/connector-modules.md: only from inside
  * the connectors folder; a failing import or a missing default export makes the connector
  * invalid). The reason of an invalid one is log-safe (scrubbed with `secrets`, cut).
  */

@@ -33,7 +33,7 @@ const DEFAULTS = {
   leaseTtl: "60s",
 } as const;
 
-/** `SUPPLIER_SYNC_LEASE` values (DESIGN §4). */
+/** `SUPPLIER_SYNC_LEASE` values (docs/operations.md, Choosing the lease). */
 export const LEASE_KINDS = ["advisory", "table"] as const;
 
 /** Bounds that keep every value inside what timers and pools can honour (setTimeout caps near 24.8 days). */
@@ -203,7 +203,7 @@ export function loadConfig(
   cwd: string,
   options: { suppliers?: "required" | "optional" | "ignored" } = {},
 ): Config {
-  // `runs` and `migrate` need only DATABASE_URL (DESIGN §2): they read no supplier at all.
+  // `runs` and `migrate` need only DATABASE_URL (README.md, Command line): they read no supplier at all.
   const ignoreSuppliers = options.suppliers === "ignored";
   for (const name of ignoreSuppliers ? [] : RETIRED_VARS) {
     if (env[name] !== undefined) {

@@ -1,5 +1,5 @@
 /**
- * Placeholders in request templates (DESIGN §3.3): `{partition}`, `{skus}`,
+ * Placeholders in request templates (docs/connectors.md, Requests): `{partition}`, `{skus}`,
  * `{sku}`, `{job}`. A value is percent-encoded in a path or a query value and
  * inserted as is into `body` and `form` strings. Which placeholders a walk
  * defines depends on the definition (partitions, SKU lists, export jobs); a
@@ -10,7 +10,7 @@
 /** `{name}`: a lower-case word in braces. Anything else in braces is literal text. */
 const PLACEHOLDER = /\{([a-z][a-z0-9_]*)\}/g;
 
-/** Every placeholder name DESIGN §3.3 knows. */
+/** Every placeholder name a request template knows (docs/connectors.md, Requests). */
 export const KNOWN_PLACEHOLDERS = ["partition", "skus", "sku", "job"] as const;
 
 /** Placeholder names used in `text`, in order of appearance. */
@@ -34,7 +34,7 @@ export type PlaceholderContext = "path" | "query" | "body" | "form";
  * Substitutes `{name}` in `text` with `values[name]`; percent-encoded in a
  * `path` or `query` context, as is in `body` and `form`. A name without a value
  * is left as written (the schema refuses undefined placeholders up front).
- * `literal` characters stay unencoded (the `{skus}` separator, §3.6).
+ * `literal` characters stay unencoded (the `{skus}` separator, docs/connectors.md, SKU lists).
  */
 export function substitute(
   text: string,

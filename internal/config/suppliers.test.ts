@@ -30,7 +30,7 @@ const good: Array<[input: string, expected: SupplierConfig[]]> = [
   ["etm:365d", [{ name: "etm", intervalMs: 365 * 86_400_000, enabled: true }]],
 ];
 
-/** Each rejection of DESIGN §3 with a token the message must name. */
+/** Each rejection (docs/operations.md, Environment) with a token the message must name. */
 const bad: Array<[why: string, input: string | undefined, mustName: string[]]> = [
   ["unset", undefined, ["is required"]],
   ["empty", "", ["is required"]],

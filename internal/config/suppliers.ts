@@ -3,7 +3,7 @@ import { ConfigError } from "../platform/errors.js";
 import type { SupplierConfig } from "./types.js";
 
 /**
- * `SUPPLIER_SYNC_SUPPLIERS`: `name:interval[:enabled]`, comma separated (DESIGN §3).
+ * `SUPPLIER_SYNC_SUPPLIERS`: `name:interval[:enabled]`, comma separated (docs/operations.md, Environment).
  *
  * Invariants of every list this module returns: at least one entry, names match
  * {@link SUPPLIER_NAME}, no duplicate names, intervals are whole seconds between

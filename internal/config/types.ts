@@ -50,7 +50,7 @@ export type ConnectorStatus =
       status: "ok";
       definition: ConnectorDefinition;
       path: string;
-      /** The default export of a `"module": "./<file>.mjs"` (DESIGN §3.13), imported by `loadConnector`. */
+      /** The default export of a `"module": "./<file>.mjs"` (docs/connector-modules.md), imported by `loadConnector`. */
       module?: ConnectorModule;
     }
   | { status: "missing"; path: string }

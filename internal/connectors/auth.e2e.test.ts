@@ -36,7 +36,7 @@ const etmSim = (auth: Partial<SimSessionAuth> = {}): SimulatorSupplierOptions =>
   },
 });
 
-/** The ETM connector of DESIGN §3: login by POST with secrets in the query, token at data.session. */
+/** The ETM connector (docs/connectors.md, Authentication): login by POST with secrets in the query, token at data.session. */
 function etmDefinition(
   baseUrl: string,
   auth: Record<string, unknown> = {},

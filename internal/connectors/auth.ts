@@ -21,7 +21,7 @@ import { readDotPath } from "./dot-path.js";
 import type { HttpResponse } from "./http-client.js";
 
 /**
- * Credentials of a supplier's requests (DESIGN §3.2). Static kinds (`none`,
+ * Credentials of a supplier's requests (docs/connectors.md, Authentication). Static kinds (`none`,
  * `bearer`, `header`, `basic`, `query`) are re-resolved at the start of every
  * walk, so rotated secret files apply. `session` and `oauth2` log in: the
  * token lives in this object's memory only (registered for redaction, never

@@ -1,4 +1,4 @@
-// Conditional requests (DESIGN §3.11) through real ticks: the declarative connector over
+// Conditional requests (docs/conditional-requests.md) through real ticks: the declarative connector over
 // loopback HTTP (the simulator's one-response catalog, or a recording server), the lease,
 // the page transactions and the run close in a real PostgreSQL.
 import type { IncomingMessage, ServerResponse } from "node:http";

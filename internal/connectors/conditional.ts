@@ -2,12 +2,12 @@ import type { ConnectorDefinition } from "../config/connector-schema.js";
 import type { ConditionalWalk, WalkContext } from "../ingestion/ports.js";
 
 /**
- * DESIGN §3.11: only a walk that is one request can be answered "not modified" as a
+ * docs/conditional-requests.md: only a walk that is one request can be answered "not modified" as a
  * whole. Partitions, SKU lists, pagination and export jobs make several requests whose
  * validators say nothing about the catalog, so they never send any.
  */
 export function isOneRequestWalk(def: ConnectorDefinition): boolean {
-  // `export` (§3.12) is read loosely so that this holds whether or not the key is declared yet.
+  // An export job (docs/feeds.md, Export jobs) makes a create, polls and a download.
   const exportJob = (def as { export?: unknown }).export;
   return (
     def.pagination.type === "none" &&

@@ -5,7 +5,7 @@ import { readDotPath } from "./dot-path.js";
 import { isJsonContentType, scanJsonLimits } from "./json-body.js";
 
 /**
- * Response conditions (DESIGN §3.9): `errors` rules and `auth.expiredWhen`.
+ * Response conditions (docs/connectors.md, Errors inside responses): `errors` rules and `auth.expiredWhen`.
  * A condition matches when its `status` list holds the response's status
  * (without one: any 2xx status, since these conditions exist for errors
  * inside 200 answers) and its `path` test (if any) holds on the JSON body.

@@ -5,7 +5,7 @@ import { ConfigError, errorMessage } from "../platform/errors.js";
 import type { SecretRegistry } from "../platform/redact.js";
 
 /**
- * Connector credentials → request headers (DESIGN §3). A secret is named in the
+ * Connector credentials → request headers (docs/connectors.md). A secret is named in the
  * connector file, either as an env var (`tokenEnv` …) or as a file (`tokenFile` …,
  * for Kubernetes and Docker secrets), never written there.
  *

@@ -22,14 +22,14 @@ import { readSkuList, type SkuDatabase } from "./sku-list.js";
 import type { Transport } from "./transport.js";
 
 /**
- * The declarative HTTP JSON connector (DESIGN §3): the connector file says
+ * The declarative HTTP JSON connector (docs/connectors.md): the connector file says
  * where the records are, how pages follow each other and how fields map.
  *
  * A walk is a sequence of **units**, each walked from its first page to its
  * last: the main request once (a plain walk), once per partition value
- * (§3.5), or once per batch of SKUs (§3.6, one request each). Steps are
+ * (docs/connectors.md, Partitions), or once per batch of SKUs (docs/connectors.md, SKU lists; one request each). Steps are
  * numbered on across units. The walk returns normally, so is complete for
- * delisting (§5), only when every unit reached its end: a failing page,
+ * delisting (docs/connectors.md, Walks and steps), only when every unit reached its end: a failing page,
  * partition or batch throws and ends the walk.
  *
  * Pages stream with a prefetch of exactly one: step N+1 (its enrichments
@@ -38,7 +38,7 @@ import type { Transport } from "./transport.js";
  * the consumer stops iterating or the walk's signal aborts, the request in
  * flight is aborted.
  *
- * A streamed `format` (§3.10) or an `export` job (§3.12) makes the walk one
+ * A streamed `format` (docs/feeds.md) or an `export` job (docs/feeds.md, Export jobs) makes the walk one
  * file read as a stream and cut into steps: see `feed-walk.ts` and
  * `export-job.ts`.
  */
@@ -65,7 +65,7 @@ interface Fetched {
   page: Page;
   /** The next page of this unit, null at its end, or why the unit cannot go on (after this page is stored). */
   next: URL | null | IngestionError;
-  /** The walk's one request was answered 304 (§3.11): `page` is not yielded and the walk ends. */
+  /** The walk's one request was answered 304 (docs/conditional-requests.md): `page` is not yielded and the walk ends. */
   notModified?: boolean;
 }
 
@@ -108,7 +108,7 @@ export function createDeclarativeConnector(
     let records: unknown[];
     let next: URL | null | IngestionError;
     let attempts: number;
-    // §3.11: a one-request walk sends the last succeeded run's validators back (only `conditionalOf`
+    // docs/conditional-requests.md: a one-request walk sends the last succeeded run's validators back (only `conditionalOf`
     // decides whether this walk is one); the answer's validators and a 304 are reported on the context.
     const conditional = conditionalOf(def, ctx);
     try {
@@ -157,7 +157,7 @@ export function createDeclarativeConnector(
       }
       ({ records, next } = fetched.value);
     } catch (err) {
-      // A 404 for a SKU batch means none of its SKUs exist (§3.6): a step without offers.
+      // A 404 for a SKU batch means none of its SKUs exist (docs/connectors.md, SKU lists): a step without offers.
       if (!(unit.batch && isIngestionError(err) && err.code === "HTTP_404")) throw err;
       records = [];
       next = null;
@@ -207,7 +207,7 @@ export function createDeclarativeConnector(
         ? formatSchema.parse({ type: "json" })
         : undefined;
 
-  /** The walk of one file (DESIGN §3.10): the main request, or an export job's download (§3.12). */
+  /** The walk of one file (docs/feeds.md): the main request, or an export job's download (docs/feeds.md, Export jobs). */
   async function* walkFile(
     ctx: WalkContext,
     signal: AbortSignal,
@@ -285,7 +285,7 @@ export function createDeclarativeConnector(
       let pending: Promise<Fetched> | null = fetchNext(target, seq);
       while (pending && target) {
         const fetched: Fetched = await pending;
-        // 304 (§3.11): the catalog is as the last succeeded run left it; the walk ends with no step.
+        // 304 (docs/conditional-requests.md): the catalog is as the last succeeded run left it; the walk ends with no step.
         if (fetched.notModified) return;
         seq++;
         const next = fetched.next;

@@ -7,7 +7,7 @@
 /**
  * Split paths, by path. Paths come from connector definitions, so there are few; the
  * cap only guards against a caller passing data as paths. Splitting on every read
- * cost 9 ms per 5,000-record page (five fields per record).
+ * was measurably slow (bench/README.md, Figures behind code choices).
  */
 const splitCache = new Map<string, readonly string[]>();
 const SPLIT_CACHE_MAX = 256;

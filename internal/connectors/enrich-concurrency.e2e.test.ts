@@ -1,4 +1,4 @@
-// Enrichment requests (DESIGN §3.8) run up to rateLimit.maxConcurrency at once, measured by
+// Enrichment requests (docs/connectors.md, Enrichment) run up to rateLimit.maxConcurrency at once, measured by
 // the simulator's own in-flight counter over loopback HTTP; a failing one ends the step.
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";

@@ -8,7 +8,7 @@ import { batchValues, inBatches, requestBody, requestUrl } from "./request-templ
 import type { Transport } from "./transport.js";
 
 /**
- * Enrichment (DESIGN §3.8): once a step's records are read and their SKUs
+ * Enrichment (docs/connectors.md, Enrichment): once a step's records are read and their SKUs
  * mapped, every `enrich` entry is requested for the step's SKUs in batches,
  * its records matched by `key` (or, with batch 1, by the request), and its
  * fields handed to validation in place of the main record's. The requests of all
@@ -171,7 +171,7 @@ async function fetchEnrichment(
     });
     return { records: value, attempts };
   } catch (err) {
-    // A 404 means none of the batch's SKUs are known there (§3.8): not an error.
+    // A 404 means none of the batch's SKUs are known there (docs/connectors.md, Enrichment): not an error.
     if (isIngestionError(err) && err.code === "HTTP_404") return { records: [], attempts: err.attempts ?? 1 };
     if (isIngestionError(err)) err.message = `enrich.${entry.index}: ${err.message}`;
     throw err;

@@ -1,4 +1,4 @@
-// Export jobs (DESIGN §3.12) through real ticks: create → poll → download from the
+// Export jobs (docs/feeds.md, Export jobs) through real ticks: create → poll → download from the
 // simulator's second origin, walked as a feed, committed in a real PostgreSQL. The
 // definition is the shipped config/suppliers/etm-catalog.json, pointed at the simulator.
 import { readFileSync } from "node:fs";

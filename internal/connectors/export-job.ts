@@ -8,7 +8,7 @@ import { requestBody, requestUrl } from "./request-template.js";
 import type { Transport } from "./transport.js";
 
 /**
- * An export job (DESIGN §3.12): the supplier builds the catalog file on
+ * An export job (docs/feeds.md, Export jobs): the supplier builds the catalog file on
  * request. The walk creates the job, polls it every `poll.intervalMs` until
  * `readyWhen` matches (or `failWhen`: `SUPPLIER`), and hands back the download
  * URL found at `download.urlPath` of the ready poll response, resolved

@@ -10,8 +10,8 @@ import { normalizeRecords } from "./normalize.js";
 import type { Transport } from "./transport.js";
 
 /**
- * A streamed feed walk (DESIGN §3.10): the one request of the walk (or the
- * export job's download, §3.12) is opened as a stream and read by
+ * A streamed feed walk (docs/feeds.md): the one request of the walk (or the
+ * export job's download, docs/feeds.md, Export jobs) is opened as a stream and read by
  * {@link readFeed}; every batch of `format.pageSize` records is one step,
  * mapped by the compiled fields (and enriched) like any page.
  *
@@ -48,7 +48,7 @@ export interface FeedWalkOptions {
   /** Request step N+1 while step N is stored (`WalkContext.prefetch`). */
   prefetch: boolean;
   /**
-   * The walk's conditional state when the file is the walk's one request (DESIGN §3.11):
+   * The walk's conditional state when the file is the walk's one request (docs/conditional-requests.md):
    * its `previous` validators are sent back, a 304 ends the walk with no step.
    */
   conditional?: ConditionalWalk | undefined;

@@ -1,4 +1,4 @@
-// Whole-catalog feeds (DESIGN §3.10) through real ticks: the declarative connector
+// Whole-catalog feeds (docs/feeds.md) through real ticks: the declarative connector
 // streams the simulator's feed files over loopback HTTP, cuts them into steps of
 // `format.pageSize`, and the tick commits each step in a real PostgreSQL.
 import type pg from "pg";

@@ -1,4 +1,4 @@
-// Field specs and attributes (DESIGN §3.7): how a record's values are found, nulled,
+// Field specs and attributes (docs/connectors.md, Records and fields): how a record's values are found, nulled,
 // read with a decimal comma, and what becomes a reject.
 import t from "tap";
 import { connectorDefinitionSchema } from "../config/connector-schema.js";

@@ -4,7 +4,7 @@ import { isLosslessNumber } from "../platform/exact-json.js";
 import { readDotPath, splitDotPath } from "./dot-path.js";
 
 /**
- * Field specs (DESIGN §3.7) compiled once per connector: a dot path, `{path}`,
+ * Field specs (docs/connectors.md, Records and fields) compiled once per connector: a dot path, `{path}`,
  * `{jmespath}` (parsed here, once, by @jmespath-community/jmespath) or `{const}`, with
  * optional `nullIf` and `decimalSeparator`. Reading a field never throws except
  * with {@link FieldReadError} (a JMESPath expression that fails on this record).
@@ -22,7 +22,7 @@ export interface CompiledField {
 
 export interface CompiledFields {
   sku: CompiledField;
-  /** Undefined when an enrichment maps the price instead (DESIGN §3.7). */
+  /** Undefined when an enrichment maps the price instead (docs/connectors.md, Records and fields). */
   price: CompiledField | undefined;
   name: CompiledField | undefined;
   currency: CompiledField | undefined;

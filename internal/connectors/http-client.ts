@@ -52,7 +52,7 @@ export interface RequestEvent {
 }
 
 /**
- * A 2xx response whose body is handed over unread (a feed, DESIGN §3.10): still
+ * A 2xx response whose body is handed over unread (a feed, docs/feeds.md): still
  * compressed as sent (`contentEncoding` says how), never buffered. Whoever
  * gets it must consume or destroy `body`; the connection is busy until then.
  */
@@ -92,7 +92,7 @@ export interface SendOptions {
   /** Defaults to `application/json`. */
   accept?: string;
   /**
-   * Validators of an earlier response (DESIGN §3.11), sent back as `If-None-Match` /
+   * Validators of an earlier response (docs/conditional-requests.md), sent back as `If-None-Match` /
    * `If-Modified-Since` on every hop (they are no credentials). Only a request that sent
    * one of them takes a `304 Not Modified` as a response; anywhere else 304 is an error.
    */
@@ -374,7 +374,7 @@ export function addConditionalHeaders(
   return Boolean(validators?.etag || validators?.lastModified);
 }
 
-/** The `ETag` and `Last-Modified` of a response, verbatim (DESIGN §3.11). */
+/** The `ETag` and `Last-Modified` of a response, verbatim (docs/conditional-requests.md). */
 export function validatorsOf(response: Pick<HttpResponse, "headers">): ResponseValidators {
   return {
     etag: headerText(response.headers.etag) ?? null,
@@ -475,7 +475,7 @@ async function readLimited(body: Readable, encoding: string | undefined, limit: 
 
 /**
  * `url` with `params` set, the rest of its query left byte for byte: going through
- * `searchParams` would re-encode it (the literal separator of `{skus}` included, §3.3).
+ * `searchParams` would re-encode it (the literal separator of `{skus}` included, docs/connectors.md, Requests).
  */
 function withQuery(url: URL, params: Record<string, string>): URL {
   const target = new URL(url);

@@ -42,7 +42,7 @@ export interface CreateConnectorOptions {
    * `loadConnector` (config/connector-module.ts); required for such a definition.
    */
   module?: ConnectorModule | undefined;
-  /** Where zip archives of feeds are spooled (DESIGN §3.10); `os.tmpdir()`, so `TMPDIR`, by default. */
+  /** Where zip archives of feeds are spooled (docs/feeds.md); `os.tmpdir()`, so `TMPDIR`, by default. */
   spoolDir?: string | undefined;
 }
 
@@ -67,7 +67,7 @@ export function createConnector(options: CreateConnectorOptions): Connector {
   });
   const moduleName = options.definition.module;
   if (moduleName !== undefined) {
-    // DESIGN §3.13: a module file gets the same transport and settings as a registered module.
+    // docs/connector-modules.md: a module file gets the same transport and settings as a registered module.
     const factory = moduleName.startsWith("./") ? options.module : findConnectorModule(moduleName);
     if (factory === undefined) {
       throw new ConfigError(

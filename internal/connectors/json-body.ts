@@ -19,7 +19,7 @@ export interface JsonBodyLimits {
   maxRecords: number;
   /** `records.path`; `""` when the body itself is the array. */
   recordsPath: string;
-  /** An object at `recordsPath` is one record (enrichments, partition lists: DESIGN §3.7). */
+  /** An object at `recordsPath` is one record (enrichments, partition lists: docs/connectors.md, Records and fields). */
   objectIsRecord?: boolean;
 }
 
@@ -138,7 +138,7 @@ export function scanJsonLimits(text: string, limits: JsonBodyLimits): JsonScan {
  * Index of the quote closing the string that starts at `from` (or the text's length):
  * native `indexOf` jumps over the string's body, and a quote preceded by an odd run
  * of backslashes is escaped. Strings are most of a page's bytes; stepping through
- * them one character at a time cost 9 ms per 600 kB page.
+ * them one character at a time was measurably slow (bench/README.md, Figures behind code choices).
  */
 function closingQuote(text: string, from: number): number {
   let j = from;

@@ -1,4 +1,4 @@
-// Connector modules of the connectors folder (DESIGN §3.13): `"module": "./<file>.mjs"`
+// Connector modules of the connectors folder (docs/connector-modules.md): `"module": "./<file>.mjs"`
 // loaded by loadConnector (only from inside the folder, symlinks resolved), walked by a
 // real tick through the simulator over the supplier's shared transport, in a real PostgreSQL.
 import { copyFileSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";

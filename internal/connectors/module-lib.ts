@@ -10,7 +10,7 @@ import { normalizeRecords } from "./normalize.js";
 
 /**
  * What a hand-written connector module gets besides its transport and settings
- * (DESIGN §3.13): the declarative connector's own JSON decoding and record
+ * (docs/connector-modules.md): the declarative connector's own JSON decoding and record
  * validation, so a module in the connectors folder (which cannot import this
  * package's internals) produces offers by the same rules — exact prices, the same
  * reject reasons, the same limits — and fails with the same error classes.

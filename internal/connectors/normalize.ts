@@ -15,7 +15,7 @@ import {
  * One raw supplier record → a validated {@link Offer}, or a {@link Reject}
  * that keeps the raw record and says which field was wrong and why.
  *
- * Prices never pass through a float (DESIGN §1 invariant 4, §3.7): a string is
+ * Prices never pass through a float (docs/architecture.md, The invariants (4); docs/connectors.md, Validation): a string is
  * checked as a decimal and kept as sent; a JSON number arrives either as a double
  * that holds the literal's exact value (the page scan made sure, so `String(n)` is
  * that value) or as a `LosslessNumber` carrying the literal's own text.
@@ -30,7 +30,7 @@ const MAX_PRICE_CHARS = 100;
 const CURRENCY = /^[A-Za-z]{3}$/;
 const MAX_SKU = 256;
 const MAX_NAME = 1_000;
-/** At most this many bytes of JSON of attributes per offer (DESIGN §3.7). */
+/** At most this many bytes of JSON of attributes per offer (docs/connectors.md, Records and fields). */
 export const MAX_ATTRIBUTES_BYTES = 16_384;
 
 class FieldError extends Error {}
@@ -165,7 +165,7 @@ function compiledFor(fields: FieldsDefinition | CompiledFields): CompiledFields 
 }
 
 /**
- * Values an enrichment (DESIGN §3.8) gives one record: per field, the
+ * Values an enrichment (docs/connectors.md, Enrichment) gives one record: per field, the
  * enrichment's compiled spec and the enrichment record it reads from
  * (undefined: no record for this SKU, so the field is unset). They replace the
  * main record's fields of the same name before validation.

@@ -1,7 +1,7 @@
 import { IngestionError } from "../platform/errors.js";
 
 /**
- * Origin pinning (DESIGN §3). Every request of a connector goes to the origin
+ * Origin pinning (docs/connectors.md, Common keys). Every request of a connector goes to the origin
  * (scheme, host, port) of its `baseUrl`, or of one of its `allowedOrigins`.
  * A redirect, `Link` URL or cursor-built URL that leaves them is refused
  * before anything is sent. Credentials and configured request headers are

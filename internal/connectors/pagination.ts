@@ -7,7 +7,7 @@ import type { OriginPolicy } from "./origin.js";
 import { type PlaceholderValues, requestUrl } from "./request-template.js";
 
 /**
- * The pagination types of DESIGN §3 as pure URL arithmetic: the first page's
+ * The pagination types (docs/connectors.md, Pagination) as pure URL arithmetic: the first page's
  * URL, then from each answered page either the next URL or `null` at the end
  * of the catalog. Every URL that comes from the supplier (a `Link`, a cursor
  * that is itself a URL) is checked against origin pinning here, before it

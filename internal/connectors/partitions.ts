@@ -9,7 +9,7 @@ import { requestBody } from "./request-template.js";
 import type { Transport } from "./transport.js";
 
 /**
- * Partitions (DESIGN §3.5): the values the main request is walked for, one
+ * Partitions (docs/connectors.md, Partitions): the values the main request is walked for, one
  * after the other. A list from a request is fetched (with its own
  * pagination) at the start of the walk, through the same transport as every
  * other request; if it cannot be fetched the walk fails with that error.

@@ -31,8 +31,8 @@ const RATE_HEADROOM = 0.98;
  * after its predecessor than it left would find the server's bucket a hair
  * short. So a request leaves only when the bucket holds 1 token plus the
  * refill of this allowance (at most one token); the margin stays in the
- * bucket, costing at most one request once. Half a token (25 ms at 20/s) let one
- * request in 664 through early when the worker was busy with other pages.
+ * bucket, costing at most one request once. Half a token let requests through
+ * early when the worker was busy with other pages (bench/README.md, Figures behind code choices).
  */
 const LATENCY_ALLOWANCE_MS = 100;
 const MAX_MARGIN_TOKENS = 1;

@@ -1,4 +1,4 @@
-// Placeholders where requests are built (DESIGN §3.3): percent-encoded in a path and in
+// Placeholders where requests are built (docs/connectors.md, Requests): percent-encoded in a path and in
 // query values with the {skus} separator kept literal, as is in body and form strings.
 import t from "tap";
 import { batchValues, inBatches, requestBody, requestUrl } from "./request-template.js";

@@ -2,7 +2,7 @@ import type { RequestDefinition } from "../config/connector-schema.js";
 import { substitute, substituteJson } from "../config/placeholders.js";
 
 /**
- * A request of the walk with its placeholders filled in (DESIGN §3.3): the
+ * A request of the walk with its placeholders filled in (docs/connectors.md, Requests): the
  * main request per partition or SKU batch, a partition list, an enrichment.
  * Values are percent-encoded in the path and in query values, except the
  * `{skus}` separator (`literal`), which stays as written; `body` and `form`

@@ -2,7 +2,7 @@ import type { Clock } from "../platform/clock.js";
 import { httpErrorCode, IngestionError, isIngestionError } from "../platform/errors.js";
 
 /**
- * The retry policy of DESIGN §6. Errors are classified where they are born
+ * The retry policy (docs/failure-modes.md, Suppliers). Errors are classified where they are born
  * (status, network, body); this module only decides what a classified error
  * means for the next attempt.
  *

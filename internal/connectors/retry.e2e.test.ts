@@ -1,4 +1,4 @@
-// DESIGN §6 against the simulator: transient failures are retried with backoff up to
+// Retries (docs/failure-modes.md, Suppliers) against the simulator: transient failures are retried with backoff up to
 // maxAttempts, permanent ones cost exactly one request, Retry-After is honoured.
 import t from "tap";
 import { type SimulatorFaults, startSimulator } from "../simulator/index.js";

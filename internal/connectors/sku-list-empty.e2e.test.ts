@@ -1,5 +1,5 @@
-// `skus.allowEmpty` (DESIGN §3.6) through real ticks: an empty list is a complete walk of
-// nothing, so the run succeeds and delists every offer it listed before (§5). That is what the
+// `skus.allowEmpty` (docs/connectors.md, SKU lists) through real ticks: an empty list is a complete walk of
+// nothing, so the run succeeds and delists every offer it listed before (docs/connectors.md, Walks and steps). That is what the
 // flag asks for: a supplier whose list may legitimately empty out. Without it an empty list
 // is a failed run that delists nothing, the safe default for a list emptied by mistake.
 import { mkdtemp, writeFile } from "node:fs/promises";

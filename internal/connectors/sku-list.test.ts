@@ -1,4 +1,4 @@
-// SKU files (DESIGN §3.6): one SKU a line, blank lines and # comments ignored, repeated
+// SKU files (docs/connectors.md, SKU lists): one SKU a line, blank lines and # comments ignored, repeated
 // SKUs once in first-seen order, re-read each time; bad input named in the error.
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";

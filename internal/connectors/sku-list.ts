@@ -4,7 +4,7 @@ import type { SkusDefinition } from "../config/connector-schema.js";
 import { errorMessage, IngestionError } from "../platform/errors.js";
 
 /**
- * SKU lists (DESIGN §3.6), read at the start of every run: a file of the
+ * SKU lists (docs/connectors.md, SKU lists), read at the start of every run: a file of the
  * connectors folder (one SKU a line, blank lines and `#` comments ignored), or
  * the first column of a SQL query run in a read-only transaction with `$1` =
  * the supplier's name. Repeated SKUs are kept once, in first-seen order.

@@ -63,7 +63,7 @@ export interface PageFetch<T> {
   /** Decodes a 2xx response; runs inside each attempt, so a `CONTRACT` error there costs no retry. */
   decode: (response: HttpResponse) => T;
   /**
-   * Validators to send back (DESIGN §3.11). When one is set, a `304 Not Modified`
+   * Validators to send back (docs/conditional-requests.md). When one is set, a `304 Not Modified`
    * skips the response conditions and reaches `decode` (status 304, empty body).
    * Prefer {@link Transport.fetchConditional}.
    */
@@ -75,7 +75,7 @@ export type ConditionalFetch<T> = { attempts: number; validators: ResponseValida
   | { notModified: false; value: T }
   | { notModified: true }
 );
-/** A request whose 2xx body is handed over as a stream (a feed, DESIGN §3.10). */
+/** A request whose 2xx body is handed over as a stream (a feed, docs/feeds.md). */
 export type StreamFetch = Omit<PageFetch<never>, "decode">;
 
 /** A response matched `auth.expiredWhen`: log in once more and repeat. Never retried as such. */
@@ -263,7 +263,7 @@ export class Transport {
   }
 
   /**
-   * {@link fetchPage} of a walk's one request (DESIGN §3.11): `previous` validators
+   * {@link fetchPage} of a walk's one request (docs/conditional-requests.md): `previous` validators
    * (the last succeeded run's) are sent back, and a 304 resolves `notModified`
    * without decoding. Either way the response's own validators are returned, so the
    * caller can keep them for the next run. With `previous` null it is a plain fetch
@@ -333,7 +333,7 @@ export class Transport {
         } finally {
           x.afterAttempt?.();
         }
-        // A 304 answers a conditional request (§3.11): no body for the conditions to judge. A
+        // A 304 answers a conditional request (docs/conditional-requests.md): no body for the conditions to judge. A
         // streamed one is handed over as it is: the feed walk reads its status and validators.
         if (response.status === 304 && x.send.conditional) {
           return "contentEncoding" in response ? (response as T) : x.check(response);
@@ -379,7 +379,7 @@ export class Transport {
     );
   }
 
-  /** Response conditions, in DESIGN order: expiry (token requests only), `errors`, then a passed non-2xx status. */
+  /** Response conditions, in the documented order (docs/connectors.md, Errors inside responses): expiry (token requests only), `errors`, then a passed non-2xx status. */
   private inspect(response: HttpResponse, generation: number | undefined): void {
     const def = this.options.definition;
     const body = this.conditionsNeedBody

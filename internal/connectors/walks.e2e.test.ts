@@ -1,4 +1,4 @@
-// SKU-list, partition and enrichment walks (DESIGN §3.5, §3.6, §3.8) through real ticks:
+// SKU-list, partition and enrichment walks (docs/connectors.md: Partitions, SKU lists, Enrichment) through real ticks:
 // the declarative connector over loopback HTTP against the simulator's etm and iek
 // profiles, the lease, page transactions and delisting in a real PostgreSQL.
 import { mkdtemp, writeFile } from "node:fs/promises";
@@ -20,7 +20,7 @@ const FAST = {
   retry: { maxAttempts: 2, baseDelayMs: 5, maxDelayMs: 20, maxRetryAfterMs: 5000 },
 };
 
-/** ETM's price batches with stock per code from `remains` (the DESIGN §3 example, less the login). */
+/** ETM's price batches with stock per code from `remains` (the example of docs/connectors.md, Enrichment, less the login). */
 function etmDefinition(baseUrl: string, skus: Record<string, unknown>, extra: Record<string, unknown> = {}) {
   return {
     baseUrl,
@@ -490,37 +490,40 @@ t.test(
   },
 );
 
-t.test("price mapped by an enrichment instead of fields (DESIGN §3.7)", async (t) => {
-  sim.configure("sysprice", { size: 4, profile: "systeme" });
-  const codes = Array.from({ length: 4 }, (_, i) => skuOf("sysprice", i));
-  const dir = await skuFile([...codes, "UNKNOWN-1"]);
-  const result = await tick(
-    t,
-    pool,
-    "sysprice",
-    {
-      baseUrl: sim.baseUrl("sysprice"),
-      ...FAST,
-      skus: { from: "file", file: "skus.txt", batch: 45 },
-      request: { path: "/new-api/JSON/getstock", query: { commercialRef: "{skus}" } },
-      records: { path: "data" },
-      fields: { sku: "commercialRef", stock: { jmespath: "sum(stocks[].count)" } },
-      enrich: [
-        {
-          request: { path: "/new-api/JSON/getprice", query: { commercialRef: "{skus}" } },
-          batch: 2,
-          records: { path: "data" },
-          key: "commercialRef",
-          fields: { price: "price", currency: "currency" },
-        },
-      ],
-    },
-    dir,
-  );
-  t.equal(result.outcome, "success");
-  t.same(
-    (await offers(pool, "sysprice")).map((o) => [o.sku, o.price, o.stock]),
-    sim.offers("sysprice").map((r) => [r.article, r.price.value, r.stock.total]),
-  );
-  t.equal(sim.stats("sysprice").requests, 1 + 2, "one stock batch, price in batches of 2");
-});
+t.test(
+  "price mapped by an enrichment instead of fields (docs/connectors.md, Records and fields)",
+  async (t) => {
+    sim.configure("sysprice", { size: 4, profile: "systeme" });
+    const codes = Array.from({ length: 4 }, (_, i) => skuOf("sysprice", i));
+    const dir = await skuFile([...codes, "UNKNOWN-1"]);
+    const result = await tick(
+      t,
+      pool,
+      "sysprice",
+      {
+        baseUrl: sim.baseUrl("sysprice"),
+        ...FAST,
+        skus: { from: "file", file: "skus.txt", batch: 45 },
+        request: { path: "/new-api/JSON/getstock", query: { commercialRef: "{skus}" } },
+        records: { path: "data" },
+        fields: { sku: "commercialRef", stock: { jmespath: "sum(stocks[].count)" } },
+        enrich: [
+          {
+            request: { path: "/new-api/JSON/getprice", query: { commercialRef: "{skus}" } },
+            batch: 2,
+            records: { path: "data" },
+            key: "commercialRef",
+            fields: { price: "price", currency: "currency" },
+          },
+        ],
+      },
+      dir,
+    );
+    t.equal(result.outcome, "success");
+    t.same(
+      (await offers(pool, "sysprice")).map((o) => [o.sku, o.price, o.stock]),
+      sim.offers("sysprice").map((r) => [r.article, r.price.value, r.stock.total]),
+    );
+    t.equal(sim.stats("sysprice").requests, 1 + 2, "one stock batch, price in batches of 2");
+  },
+);

@@ -1,7 +1,7 @@
 import { z } from "zod";
 
 /**
- * The `format` key of a connector definition (DESIGN §3.10): how a response
+ * The `format` key of a connector definition (docs/feeds.md): how a response
  * body is read. Every variant is a strict object, so an unknown key (or a CSV
  * key on an XML feed) is refused with the key path in the message, e.g.
  * `format.delimiter: Unrecognized key`.

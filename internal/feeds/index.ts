@@ -1,4 +1,4 @@
-/** The streaming feed layer (DESIGN §3.10): `format` schema and {@link readFeed}. */
+/** The streaming feed layer (docs/feeds.md): `format` schema and {@link readFeed}. */
 export {
   DEFAULT_FEED_PAGE_SIZE,
   FEED_ENCODINGS,

@@ -37,7 +37,7 @@ async function read(
   };
 }
 
-t.test("XML: the record rules of DESIGN §3.10", async (t) => {
+t.test("XML: the record rules of docs/feeds.md", async (t) => {
   const xml = `<?xml version="1.0"?><root><group><offer id="1" available="true">
       <price>1.50</price><name> Кабель &amp; &lt;провод&gt; &#x41;</name><param name="a">x</param><param name="b">y</param>
       <pictures/><description><![CDATA[<b>bold</b>]]></description><mixed at="1">text<sub>s</sub></mixed>

@@ -22,7 +22,7 @@ import { xmlRecordReader } from "./xml-records.js";
 import { type OpenedZipEntry, openZipEntry } from "./zip.js";
 
 /**
- * One feed response body → batches of records (DESIGN §3.10), end to end as a
+ * One feed response body → batches of records (docs/feeds.md), end to end as a
  * stream: body → Content-Encoding undone → gzip (by its magic bytes) or zip
  * (its `zipEntry`) opened → decompressed bytes metered (`maxBytes`, 100:1) →
  * decoded (iconv-lite) → parsed (saxes, csv-parse, stream-json, JSON lines).

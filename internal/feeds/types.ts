@@ -1,5 +1,5 @@
 /**
- * What a feed reader yields. A *batch* is one step's worth (DESIGN §3.10): at
+ * What a feed reader yields. A *batch* is one step's worth (docs/feeds.md): at
  * most `format.pageSize` items, records and rejects together, in file order
  * within each list.
  */

@@ -12,7 +12,7 @@ import { type Collector, MAX_RECORD_CHARS, type RecordReader } from "./types.js"
  * other reference is an error saxes reports and leaves as its literal text.
  *
  * Every occurrence of `format.element`, at any depth, is one record, built as
- * (DESIGN §3.10): attributes as `"@name"`, child elements by tag (repeated ones
+ * (docs/feeds.md): attributes as `"@name"`, child elements by tag (repeated ones
  * as an array, in order), text as a string, or as `"#text"` when the element
  * also has attributes or children (whitespace-only text between children is
  * layout and dropped). A record is always an object.

@@ -1,4 +1,4 @@
-// Prices keep every digit (DESIGN §1 invariant 4, §3.7): decimals of any precision,
+// Prices keep every digit (docs/architecture.md, The invariants (4); docs/connectors.md, Validation): decimals of any precision,
 // sent by the simulator as JSON strings and as JSON number literals, go through a real
 // tick (declarative connector over loopback HTTP, lease, page transaction) into a real
 // PostgreSQL and read back exactly as sent; change detection follows the number.

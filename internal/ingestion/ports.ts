@@ -55,7 +55,7 @@ export interface WalkContext {
    */
   prefetch?: boolean;
   /**
-   * Conditional request state of this walk (DESIGN §3.11), given by the tick. Only a
+   * Conditional request state of this walk (docs/conditional-requests.md), given by the tick. Only a
    * walk that is one request uses it; any other leaves it untouched.
    */
   conditional?: ConditionalWalk;
@@ -68,7 +68,7 @@ export interface ResponseValidators {
 }
 
 /**
- * How a one-request walk and the tick talk about conditional requests (DESIGN §3.11).
+ * How a one-request walk and the tick talk about conditional requests (docs/conditional-requests.md).
  * The tick sets `previous` (the last `succeeded` run's validators); the connector
  * sends them back as `If-None-Match` / `If-Modified-Since` and writes what the
  * supplier answered. Invariant: when `notModified` is true the walk yielded no page
@@ -122,7 +122,7 @@ export const TICK_OUTCOMES: readonly TickOutcome[] = [
 ];
 
 /**
- * A run of one supplier under its held lease (advisory or table, DESIGN §4): the only
+ * A run of one supplier under its held lease (advisory or table, docs/operations.md, Choosing the lease): the only
  * way the tick reads or writes the database. Every transaction it opens is fenced by
  * the lease (it first checks the lease is still held, else fails `LEASE_LOST`); every
  * failure it throws is an `IngestionError` with its code (`DATABASE` for PostgreSQL's).
@@ -154,7 +154,7 @@ export interface RunSession {
     httpAttempts: number;
     rejects?: Reject[];
   }): Promise<void>;
-  /** The validators of the supplier's last `succeeded` run (conditional requests, DESIGN §3.11), or null. */
+  /** The validators of the supplier's last `succeeded` run (conditional requests, docs/conditional-requests.md), or null. */
   previousValidators(): Promise<ResponseValidators | null>;
   /**
    * Stops the heartbeat and closes the run by compare-and-set, its state derived in SQL
@@ -162,7 +162,7 @@ export interface RunSession {
    */
   close(input: CloseInput): Promise<ClosedRun | null>;
   /**
-   * Closes a run the supplier answered `304 Not Modified` (DESIGN §3.11), which committed
+   * Closes a run the supplier answered `304 Not Modified` (docs/conditional-requests.md), which committed
    * no step: `succeeded`, `records_unchanged` = the supplier's listed offers, nothing
    * delisted, `validators` kept for the next run. Null when the run was already closed.
    */
@@ -189,7 +189,7 @@ export interface CloseInput {
   walkComplete: boolean;
   errorCode: string | null;
   errorMessage: string | null;
-  /** The walk's one response's validators (DESIGN §3.11), kept on the run; reused only if it succeeds. */
+  /** The walk's one response's validators (docs/conditional-requests.md), kept on the run; reused only if it succeeds. */
   validators?: ResponseValidators | null;
 }
 

@@ -117,7 +117,7 @@ async function tickUnderLease(
   if ("busyUntilMs" in got) return { outcome: "lease_busy", leaseBusyUntilMs: got.busyUntilMs };
   const session = got;
   try {
-    // DESIGN §4: the slot is cut from the database's clock, read under the lease, so
+    // docs/architecture.md, Scheduler: the slot is cut from the database's clock, read under the lease, so
     // hosts whose clocks disagree still agree on it (and on the due gate below).
     const dbNow = await session.databaseNow();
     const slotStart = new Date(slotStartOf(dbNow, req.supplier.intervalMs));
@@ -153,7 +153,7 @@ async function tickUnderLease(
       };
     }
     const tally = new RunTally(deps.metrics, supplier);
-    // DESIGN §3.11: the last succeeded run's validators, for a one-request walk to send back.
+    // docs/conditional-requests.md: the last succeeded run's validators, for a one-request walk to send back.
     const conditional: ConditionalWalk = { previous: await session.previousValidators() };
     const walked = await walk(deps, req, req.connector, session, runId, tally, conditional, runLog);
     return { slotStart, ...(await closeWalk(deps, session, runId, walked, tally, conditional, runLog)) };
@@ -364,7 +364,7 @@ async function closeWalk(
 }
 
 /**
- * DESIGN §3.11: the supplier answered 304, so the catalog is as the last succeeded run
+ * docs/conditional-requests.md: the supplier answered 304, so the catalog is as the last succeeded run
  * left it. Nothing was fetched or written; the run succeeds with its listed offers
  * unchanged and nothing delisted.
  */

@@ -1,5 +1,5 @@
 /**
- * The per-supplier advisory lease (DESIGN §4).
+ * The per-supplier advisory lease (docs/operations.md, Choosing the lease).
  *
  * Invariants:
  * - The lease is `pg_try_advisory_lock(hashtext('ingestion:' || supplier)::bigint)`, a

@@ -1,6 +1,6 @@
 /**
  * Does one client's sequence of statements reach one server session? The advisory
- * lease is correct only if it does (DESIGN §4); behind a transaction pooler
+ * lease is correct only if it does (docs/operations.md, Choosing the lease); behind a transaction pooler
  * (PgBouncer `pool_mode = transaction`, the pooled endpoints of managed PostgreSQL)
  * it does not, and copies of supplier-sync would each "hold" the lock.
  *

@@ -1,5 +1,5 @@
 /**
- * The table lease (DESIGN §4, `SUPPLIER_SYNC_LEASE=table`): one row per supplier in
+ * The table lease (docs/operations.md, Choosing the lease; `SUPPLIER_SYNC_LEASE=table`): one row per supplier in
  * `ingestion_leases`, for deployments behind a transaction pooler, where no session
  * state survives from one transaction to the next.
  *

@@ -8,7 +8,7 @@ export const RECORD_RESULTS = ["inserted", "updated", "unchanged", "rejected", "
 export const AUTH_LOGIN_RESULTS = ["ok", "failed"] as const;
 
 /**
- * The self-metrics of DESIGN §8 on the app's own registry (never prom-client's
+ * The self-metrics (docs/operations.md, Prometheus metrics) on the app's own registry (never prom-client's
  * global one). No SKU or run id is ever a label.
  */
 export interface Metrics {

@@ -46,7 +46,7 @@ export function httpErrorCode(status: number): IngestionErrorCode {
 
 /**
  * A failure of one tick, run or step. `retryable` says whether the connector's
- * retry policy may try the same request again (DESIGN §6).
+ * retry policy may try the same request again (docs/failure-modes.md, Suppliers).
  */
 export class IngestionError extends Error {
   override readonly name: string = "IngestionError";

@@ -1,7 +1,7 @@
 import { compareNumber, isLosslessNumber, LosslessNumber, parse, stringify } from "lossless-json";
 
 /**
- * JSON numbers kept digit for digit (DESIGN §1 invariant 4, §3.7).
+ * JSON numbers kept digit for digit (docs/architecture.md, The invariants (4); docs/connectors.md, Validation).
  *
  * `JSON.parse` turns every number literal into a double, which keeps only about
  * 15–17 significant digits: `4821.1234567890123457` would come back as
@@ -116,8 +116,8 @@ export function stringifyForJsonb(value: unknown): string | undefined {
  * {@link stringifyForJsonb} of an object, by the native `JSON.stringify` when nothing
  * in it needs more (no `LosslessNumber`, whose native form is an object with an
  * `isLosslessNumber` key, no BigInt, no NUL). Not remembered per object: a WeakMap
- * entry per offer cost more in garbage collection (3.5 µs an offer, measured) than
- * stringifying the attributes again when they are stored (~1 µs).
+ * entry per offer cost more in garbage collection than stringifying the attributes
+ * again when they are stored (bench/README.md, Figures behind code choices).
  */
 export function jsonbText(value: object): string {
   let text: string | undefined;

@@ -1,5 +1,5 @@
 /**
- * Human-readable log lines for a terminal (DESIGN §8: on a TTY outside production).
+ * Human-readable log lines for a terminal (docs/operations.md, Health server: on a TTY outside production).
  * pino still builds, redacts and scrubs each line as JSON; this only turns the
  * finished line into `12:00:01.234 INFO  message key=value …`, so nothing that is
  * hidden in JSON can show here.

@@ -1,5 +1,5 @@
 /**
- * `supplier-sync preview NAME [--steps N] [--json]` (DESIGN §2): walks the
+ * `supplier-sync preview NAME [--steps N] [--json]` (README.md, Command line): walks the
  * first N steps of one connector the way a run would (same transport: rate
  * limit, retries, auth, origin pinning) and reports what it would store.
  *

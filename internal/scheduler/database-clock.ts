@@ -1,6 +1,6 @@
 /**
  * The clock the scheduler runs on: the host's clock corrected by its measured
- * offset to PostgreSQL's (DESIGN §4: slots follow the database's clock).
+ * offset to PostgreSQL's (docs/architecture.md, Scheduler: slots follow the database's clock).
  *
  * Invariants:
  * - A tick never trusts this clock for its slot: it reads `now()` under its lease.

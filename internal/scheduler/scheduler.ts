@@ -1,5 +1,5 @@
 /**
- * One ticker per enabled supplier (DESIGN §4).
+ * One ticker per enabled supplier (docs/architecture.md, Scheduler).
  *
  * - Each supplier fires at a stable offset into each epoch-aligned slot.
  * - At start, a supplier with no success in the current slot ticks at once (catch-up).

@@ -1,6 +1,6 @@
 /**
  * Supplier freshness as the health server sees it: the newest succeeded run of each
- * supplier, read from `ingestion_runs` (DESIGN §8).
+ * supplier, read from `ingestion_runs` (docs/operations.md, Health server).
  *
  * Invariants:
  * - Freshness comes from the database, never from this process's memory, so every

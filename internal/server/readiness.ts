@@ -1,5 +1,5 @@
 /**
- * The `/readyz` verdict (DESIGN §8), a pure function of configuration, a freshness
+ * The `/readyz` verdict (docs/operations.md, Health server), a pure function of configuration, a freshness
  * snapshot and the current time.
  *
  * - A supplier is `ok` while its last success is younger than 2 × its interval,
@@ -12,7 +12,7 @@ import type { FreshnessSnapshot } from "./freshness.js";
 
 export type SupplierFreshness = "ok" | "stale" | "none";
 
-/** One supplier's entry in the `/readyz` body. Field names are public (DESIGN §8). */
+/** One supplier's entry in the `/readyz` body. Field names are public (docs/operations.md, Health server). */
 export interface SupplierReadiness {
   status: SupplierFreshness;
   /** ISO 8601, or null if the supplier never succeeded. */
@@ -23,7 +23,7 @@ export interface SupplierReadiness {
   threshold_seconds: number;
 }
 
-/** The `/readyz` body. Field names are public (DESIGN §8). */
+/** The `/readyz` body. Field names are public (docs/operations.md, Health server). */
 export interface ReadinessBody {
   status: "ok" | "stale" | "unavailable";
   database: "ok" | "unreachable";

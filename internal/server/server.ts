@@ -1,5 +1,5 @@
 /**
- * The health and metrics server (DESIGN §8): `/livez`, `/readyz`,
+ * The health and metrics server (docs/operations.md, Health server): `/livez`, `/readyz`,
  * `/readyz/<supplier>`, `/metrics`, and the read-only console (`/`, `/runs/<id>`,
  * `./console/`). Loopback by default (the app passes the host of
  * `SUPPLIER_SYNC_HTTP_ADDR`, `127.0.0.1` unless set).

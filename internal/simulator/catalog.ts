@@ -35,7 +35,7 @@ function hash3(seed: number, a: number, b: number): number {
   return mix(mix(seed ^ Math.imul(a, 0x9e3779b1)) ^ Math.imul(b + 1, 0x27d4eb2f));
 }
 
-/** The SKU of offer `index` of `supplier` (DESIGN example shape). */
+/** The SKU of offer `index` of `supplier` (`ETM-0000001` for offer 1 of `etm`). */
 export function skuOf(supplier: string, index: number): string {
   return `${supplier.toUpperCase()}-${String(index).padStart(7, "0")}`;
 }

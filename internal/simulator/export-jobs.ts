@@ -6,7 +6,7 @@ import type { SupplierState } from "./supplier.js";
 import type { SimExportJob } from "./types.js";
 
 /**
- * ETM-like export jobs (DESIGN §3.12, SUPPLIER-APIS.md "ETM"): the catalog is
+ * ETM-like export jobs (docs/feeds.md, Export jobs; docs/cookbook.md, ETM): the catalog is
  * built as a file on request.
  *
  * - `POST /<supplier>/api/v1/job/create/<template>` → `{status:{code:200}, data:{id}}`;

@@ -9,7 +9,7 @@ import type { SupplierState } from "./supplier.js";
 import type { SimulatorRecord } from "./types.js";
 
 /**
- * Whole-catalog feed files generated from a supplier's catalog (DESIGN §3.10),
+ * Whole-catalog feed files generated from a supplier's catalog (docs/feeds.md),
  * streamed in ~64 KiB pieces with back-pressure and never built whole:
  *
  * - `GET /<supplier>/feed.yml`: YML, `yml_catalog/shop/offers/offer` with

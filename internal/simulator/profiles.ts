@@ -5,7 +5,7 @@ import type { SimProfile, SimulatorRecord } from "./types.js";
 
 /**
  * Routes that answer like the real APIs the project ships connectors for
- * (SUPPLIER-APIS.md), deterministic from the supplier's catalog:
+ * (docs/cookbook.md), deterministic from the supplier's catalog:
  *
  * - `etm`: `GET /api/v1/goods/{c1,…,c50}/price` → `{status, data: {rows: [{gdscode, price,
  *   pricewnds, price_tarif, price_retail}]}}`; `GET /api/v1/goods/{code}/remains` →

@@ -4,7 +4,7 @@ import type { SimProfile, Simulator, SimulatorSupplierOptions } from "./types.js
 
 /**
  * The simulator set up like the real APIs the project ships connectors for
- * (`config/suppliers/etm.json`, `iek.json`, `systeme.json`; SUPPLIER-APIS.md):
+ * (`config/suppliers/etm.json`, `iek.json`, `systeme.json`; docs/cookbook.md):
  * the profile's routes behind that API's authentication and rate limit. The
  * demo, the end-to-end tests and the benchmark use these, so all three talk to
  * the same fake ETM, IEK and Systeme Electric.

@@ -97,7 +97,7 @@ export async function serveOffers(ctx: ServeOffersContext): Promise<void> {
     sendBody(res, stats, 200, HTML_BODY, { "content-type": contentType });
     return;
   }
-  // A whole catalog in one response carries validators like a feed file does (DESIGN §3.11);
+  // A whole catalog in one response carries validators like a feed file does (docs/conditional-requests.md);
   // matching If-None-Match / If-Modified-Since answer 304.
   const conditional: Record<string, string> = {};
   if (state.pagination === "none") {

@@ -1,5 +1,5 @@
 /**
- * Read-only queries of the operator console (DESIGN §8: `GET /`, `GET /runs/<id>`).
+ * Read-only queries of the operator console (docs/operations.md, Operator console: `GET /`, `GET /runs/<id>`).
  *
  * Invariant: each page costs a fixed number of statements, and each statement is
  * bounded by the page, never by the history. The overview is two statements whose

@@ -1,5 +1,5 @@
 /**
- * The database's clock (DESIGN §4: slots follow the database's clock, not the host's).
+ * The database's clock (docs/architecture.md, Scheduler: slots follow the database's clock, not the host's).
  */
 import type { Queryable } from "./queryable.js";
 

@@ -19,7 +19,7 @@ t.test("migrations apply on an empty database and are idempotent", async (t) => 
 });
 
 t.test(
-  "no migration after the first rewrites supplier_offers (it upgrades in place, DESIGN §7)",
+  "no migration after the first rewrites supplier_offers (it upgrades in place, docs/architecture.md, The store)",
   async (t) => {
     const journal = JSON.parse(readFileSync(join(migrationsFolder(), "meta", "_journal.json"), "utf8")) as {
       entries: { tag: string }[];

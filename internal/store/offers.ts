@@ -1,6 +1,6 @@
 /**
  * The hot path: one page committed as one transaction, with change detection by
- * content hash so an unchanged offer costs no write (DESIGN §5, §7).
+ * content hash so an unchanged offer costs no write (docs/architecture.md, The store).
  *
  * Counting (per page; a run's counters are the sums):
  * - `seen` = offers on the page, every occurrence (a SKU repeated on the page, or
@@ -16,17 +16,14 @@
  * forged; a null price, on request, is `NULL`), then the attributes' jsonb text when
  * there are any (so the hash of an offer without attributes is what it always was),
  * computed in SQL so the decimal is normalised by PostgreSQL itself
- * (`1.50` and `1.5` hash alike). Measured on 100k rows: 1.0 µs/row, against 1.9
- * for a jsonb encoding and 1.4-2.4 for node:crypto md5 (which would also block
- * the event loop and need a JS copy of numeric normalisation). It is computed for
+ * (`1.50` and `1.5` hash alike). It measured faster than a jsonb encoding or
+ * node:crypto md5 (which would also block the event loop and need a JS copy of
+ * numeric normalisation; figures in bench/README.md, Figures behind code choices). It is computed for
  * new and changed offers only: unchanged ones are recognised by comparing fields.
  *
- * Measured (`commitPage` alone, pages of 5,000, shared 2-core box; `npm run bench`
- * for the method): PostgreSQL 15 at 200k offers, against the previous per-SKU-probe
- * statement in the same run: first load 52k rows/s (was 42k), unchanged re-sync
- * 124k (was 65k), 1 % changed 115k (was 66k); PostgreSQL 18 (the bench's embedded
- * server) at 1M: 32k / 80k / 79k rows/s, raw `COPY` 243k. WAL: ~700 B/offer on a
- * first load (offer + observation), none per unchanged offer.
+ * `commitPage` alone beat the previous per-SKU-probe statement on first loads,
+ * unchanged re-syncs and small changes alike; an unchanged offer writes no WAL.
+ * Rates and WAL per offer, with date and method: bench/README.md, Figures behind code choices.
  */
 import type pg from "pg";
 import type { Offer, Page, PageCounts, Reject } from "../ingestion/ports.js";
@@ -59,7 +56,7 @@ returning 1`;
  * served in a stable order, usually by SKU, so the stored offers between the page's
  * lowest and highest SKU are the page's own (plus any the supplier dropped since).
  * That is one primary-key range scan and a hash join, against one index descent per
- * SKU (measured on a 5,000-offer page of a 1M catalog: 8 ms against 31 ms). The range
+ * SKU (several times faster on a large catalog: bench/README.md, Figures behind code choices). The range
  * is read up to a cap of twice the page plus 100 rows; a page whose range holds more
  * (SKUs served in random order, or a catalog that shrank a lot) falls back to one
  * probe per SKU (`limit 1` keeps each a plain index scan, `union all` with one-time
@@ -80,8 +77,8 @@ returning 1`;
  * the page's SKUs go to the session's seen set as one array row (temp: no WAL).
  *
  * New offers are plain inserts, not upserts: under the lease nobody else writes this
- * supplier, and `on conflict` costs twice as much per row (measured: 41 against
- * 16-22 ms for 5,000 rows). Should the lease invariant ever break, the primary keys
+ * supplier, and `on conflict` costs about twice as much per row (bench/README.md, Figures behind code choices).
+ * Should the lease invariant ever break, the primary keys
  * still refuse the duplicate and the page fails instead of corrupting anything.
  *
  * The observation conflict target `(supplier, sku, run_id)` is hit only when an
@@ -89,8 +86,8 @@ returning 1`;
  * then takes the last value, like the offer, so a run's observation always equals
  * what the run left in `supplier_offers`. A new offer cannot have an observation in
  * this run yet, so its observation is a plain insert: `on conflict` inserts
- * speculatively (three WAL records a row instead of two), which cost 42 against
- * ~25 ms for a first-load page of 5,000.
+ * speculatively (three WAL records a row instead of two), which measured much slower
+ * on a first-load page (bench/README.md, Figures behind code choices).
  *
  * Exported for `bench/explain-page.ts` (its plan, as PostgreSQL runs it); the store
  * itself runs it only through {@link commitPage}.
@@ -211,8 +208,8 @@ function element(value: string | number | null): string {
 
 /**
  * The page's columns as PostgreSQL array literals, built in one pass. pg's own
- * array serialisation (`prepareValue`) costs 7.8 ms for a 5,000-offer page; this
- * costs 1.9 ms, and the statement casts the text (`$3::text[]`, …) as before. The
+ * array serialisation (`prepareValue`) costs several times more for a page
+ * (bench/README.md, Figures behind code choices), and the statement casts the text (`$3::text[]`, …) as before. The
  * attributes column is null (no array at all: `unnest` pads it with nulls) when no
  * offer of the page has attributes, so connectors without them pay nothing for it.
  */
@@ -248,8 +245,7 @@ export function arrayLiterals(offers: Offer[]): [string, string, string, string,
 /** The page with one offer per SKU, the last occurrence winning (in first-seen order). */
 export function lastOccurrences(offers: Offer[]): Offer[] {
   // Pages usually come sorted by SKU: strictly increasing SKUs cannot repeat, and checking
-  // that costs 0.07 ms for 5,000 offers, against 1.2 ms to build the map (steady state,
-  // 200 pages in a fresh process).
+  // that costs a small fraction of building the map (bench/README.md, Figures behind code choices).
   let increasing = true;
   for (let i = 1; i < offers.length && increasing; i++) {
     increasing = (offers[i - 1] as Offer).sku < (offers[i] as Offer).sku;

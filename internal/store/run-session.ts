@@ -46,7 +46,7 @@ import { SeenSetPreparation } from "./seen-set.js";
 import { closeRunNotModified, lastRunValidators, saveRunValidators } from "./validators.js";
 
 /**
- * A held lease (advisory or table, DESIGN §4), as the store needs it: the dedicated
+ * A held lease (advisory or table, docs/operations.md, Choosing the lease), as the store needs it: the dedicated
  * connection the lease bound its fence to, and how the lease tells it is gone.
  */
 export interface Lease {

@@ -1,5 +1,5 @@
 /**
- * Durable run lifecycle (DESIGN §5): start, heartbeat, close by compare-and-set,
+ * Durable run lifecycle (docs/architecture.md, The store): start, heartbeat, close by compare-and-set,
  * recovery of runs whose holder lost the lease. A run's outcome is always derived
  * in SQL from its committed steps, never from what the process believes.
  */

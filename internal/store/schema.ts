@@ -1,5 +1,5 @@
 /**
- * The public tables of DESIGN §7. Natural keys carry unique constraints: they are
+ * The public tables (README.md, Tables; docs/architecture.md, The store). Natural keys carry unique constraints: they are
  * the last line of defence against duplicates, not application checks.
  * Migrations are generated from this file by drizzle-kit into `drizzle/` and never
  * edited after merge.
@@ -46,7 +46,7 @@ export const ingestionRuns = pgTable(
     recordsRejected: integer("records_rejected").notNull().default(0),
     recordsDelisted: integer("records_delisted").notNull().default(0),
     /**
-     * Validators of the run's one response (DESIGN §3.11), sent back as `If-None-Match` /
+     * Validators of the run's one response (docs/conditional-requests.md), sent back as `If-None-Match` /
      * `If-Modified-Since` by the next run; only a `succeeded` run's are ever reused.
      * Kept verbatim as the supplier sent them (an HTTP-date is text, not a timestamp).
      */
@@ -95,7 +95,7 @@ export const supplierOffers = pgTable(
     supplier: text("supplier").notNull(),
     sku: text("sku").notNull(),
     name: text("name"),
-    /** Null: price on request (the connector's `nullIf`, DESIGN §3.7). */
+    /** Null: price on request (the connector's `nullIf`, docs/connectors.md, Records and fields). */
     price: numeric("price"),
     currency: char("currency", { length: 3 }),
     stock: integer("stock"),
@@ -144,7 +144,7 @@ export const ingestionRejects = pgTable(
 );
 
 /**
- * The table lease of DESIGN §4 (`SUPPLIER_SYNC_LEASE=table`): one row per supplier
+ * The table lease (docs/operations.md, Choosing the lease; `SUPPLIER_SYNC_LEASE=table`): one row per supplier
  * that ever had one. `token` is the fencing token, incremented at every acquire; a
  * holder is current while `expires_at > now()` and its token is the row's.
  */

@@ -43,7 +43,7 @@ const CREATE_STAGING = `create temp table if not exists supplier_sync_run_seen (
 /**
  * The seen set's state on one lease connection, owned by the run session that holds
  * it (run-session.ts): the run it last prepared the set for, so the later pages of a
- * run skip the two preparing statements (about 1 ms a page). Forgotten when a page
+ * run skip the two preparing statements (bench/README.md, Figures behind code choices). Forgotten when a page
  * fails: its rollback may have undone the `create temp table`. A store function
  * called without one (tests, benchmarks) prepares the set on every page.
  */

@@ -1,4 +1,4 @@
-// The validators of DESIGN §3.11 in a real PostgreSQL: only a succeeded run's are read
+// The validators of docs/conditional-requests.md in a real PostgreSQL: only a succeeded run's are read
 // back, and a 304 close succeeds with the listed offers unchanged and nothing delisted.
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";

@@ -1,5 +1,5 @@
 /**
- * Conditional requests in the run table (DESIGN §3.11): the validators a run's one
+ * Conditional requests in the run table (docs/conditional-requests.md): the validators a run's one
  * response carried (`ingestion_runs.etag`, `last_modified`) and the close of a run the
  * supplier answered `304 Not Modified`.
  *

@@ -1,4 +1,4 @@
-// Issue 9, scenario 7: the bad-configuration matrix of DESIGN §3 run as real processes
+// Issue 9, scenario 7: the bad-configuration matrix (docs/operations.md, Environment) run as real processes
 // (exit 2, the message names the problem), and broken connector files (unknown keys,
 // missing env secrets, bad dot paths): check-config exits 2 naming the file and field,
 // while the daemon keeps running the healthy supplier.
@@ -41,23 +41,27 @@ const matrix: [string, Record<string, string | undefined>, RegExp[]][] = [
   ],
 ];
 
-scenario("7a. bad-config matrix (DESIGN §3) as processes", { timeoutMs: 120_000 }, async (t) => {
-  for (const [name, vars, patterns] of matrix) {
-    const e: Record<string, string> = env({});
-    for (const [k, v] of Object.entries(vars)) {
-      if (v === undefined) delete e[k];
-      else e[k] = v;
+scenario(
+  "7a. bad-config matrix (docs/operations.md, Environment) as processes",
+  { timeoutMs: 120_000 },
+  async (t) => {
+    for (const [name, vars, patterns] of matrix) {
+      const e: Record<string, string> = env({});
+      for (const [k, v] of Object.entries(vars)) {
+        if (v === undefined) delete e[k];
+        else e[k] = v;
+      }
+      // Every command validates the configuration first: check-config, the daemon, --tick-once.
+      for (const args of [["check-config"], [], ["--tick-once"]]) {
+        const r = await runCli(t, args, e, 15_000);
+        t.equal(r.code, 2, `${name}: '${args.join(" ") || "daemon"}' exits 2`);
+        for (const p of patterns) t.match(r.stderr, p, `${name}: the message names ${p}`);
+        t.notMatch(r.stderr, /\n\s+at /, `${name}: no stack trace`);
+      }
     }
-    // Every command validates the configuration first: check-config, the daemon, --tick-once.
-    for (const args of [["check-config"], [], ["--tick-once"]]) {
-      const r = await runCli(t, args, e, 15_000);
-      t.equal(r.code, 2, `${name}: '${args.join(" ") || "daemon"}' exits 2`);
-      for (const p of patterns) t.match(r.stderr, p, `${name}: the message names ${p}`);
-      t.notMatch(r.stderr, /\n\s+at /, `${name}: no stack trace`);
-    }
-  }
-  return ["exit 2 + named problem for every command"];
-});
+    return ["exit 2 + named problem for every command"];
+  },
+);
 
 scenario(
   "7b. broken connector files: check-config exit 2, daemon runs the others",

@@ -4,7 +4,7 @@
 // slot (a walk the kill cut is recovered INTERRUPTED and retried in the same slot), no
 // two walks of a supplier overlap, no run left `running`, and each replica's PostgreSQL
 // connections (pg_stat_activity, sampled every 200 ms) never above its pool size plus
-// its running leases. The figures go to the runner's table and README's Scale-out.
+// its running leases. The figures go to the runner's table and bench/README.md, Fleet (under Scale-out).
 //
 // The three slots checked are the first whole ones after the start: the start-up
 // catch-up lands in the slot before them (and may spill into the first, where each

@@ -1,4 +1,4 @@
-// Issue 9, scenario 8: property tests of record normalisation (DESIGN §3, §6). Whatever a
+// Issue 9, scenario 8: property tests of record normalisation (docs/connectors.md, Records and fields; docs/failure-modes.md, Suppliers). Whatever a
 // supplier sends, normalizeRecord never throws: it returns an offer that holds every
 // column invariant, or a reject that keeps the raw record and names the field.
 import fc from "fast-check";

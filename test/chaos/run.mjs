@@ -6,7 +6,7 @@
 // result line to a JSONL file; the runner prints them as a table and exits non-zero
 // if any scenario failed.
 //
-// Every scenario runs once with each lease (DESIGN §4): the advisory lease, then the
+// Every scenario runs once with each lease (docs/operations.md, Choosing the lease): the advisory lease, then the
 // table lease (SUPPLIER_SYNC_LEASE=table, a 3 s TTL so takeovers stay quick); the
 // property tests, which take no lease, run once.
 //

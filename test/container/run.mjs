@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * `npm run test:container`: builds the image and proves the deployment contract
- * (DESIGN §9) on a real engine, PostgreSQL and simulator:
+ * (docs/operations.md, Container image) on a real engine, PostgreSQL and simulator:
  *
  * - the image runs as non-root with NODE_ENV=production, a HEALTHCHECK and exec-form
  *   CMD, and ships no dev dependency (no embedded PostgreSQL, no TypeScript);

@@ -72,7 +72,7 @@ async function checkContainer(ctx, db) {
   ]);
   const c = JSON.parse(contents);
   check(c.uid !== 0, "container process is not root", `uid=${c.uid}`);
-  // DESIGN §9: the image is built on a supported LTS line, Node.js 24.
+  // docs/operations.md, Container image: the image is built on a supported LTS line, Node.js 24.
   check(String(c.node).startsWith("24."), "the image runs Node.js 24", `node ${c.node}`);
   check(!c.embedded, "no embedded PostgreSQL in the image");
   check(!c.typescript && !c.tap, "no dev dependencies (typescript, tap) in the image");

@@ -1,4 +1,4 @@
-// The CLI as an operator runs it: real processes, exit codes and messages (DESIGN §2, §3).
+// The CLI as an operator runs it: real processes, exit codes and messages (README.md, Command line; docs/operations.md, Environment).
 import { mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -1,5 +1,5 @@
 // The daemon as operators run it: several OS processes sharing leases, crashes,
-// terminated lease connections, hanging suppliers and signals (DESIGN §1, §4, §9).
+// terminated lease connections, hanging suppliers and signals (docs/architecture.md: The invariants, Scheduler; README.md, Quick start).
 import t from "tap";
 import { startSimulator } from "../../internal/simulator/index.js";
 import { baseEnv, startCli } from "../helpers/cli.js";

@@ -1,4 +1,4 @@
-// DESIGN §4, issue 19: slots follow the database's clock. Two real daemons whose host
+// docs/architecture.md, Scheduler, issue 19: slots follow the database's clock. Two real daemons whose host
 // clocks are 90 s apart (SUPPLIER_SYNC_TEST_CLOCK_SKEW: -45 s and +45 s) share two
 // suppliers with 2 s and 3 s slots for ~14 s: each slot is walked once, by one of them,
 // and every run's slot_start is on the database's grid.

@@ -1,4 +1,4 @@
-// check-config and the feed keys (DESIGN §3.10, §3.12): a streamed format or an export
+// check-config and the feed keys (docs/feeds.md, including Export jobs): a streamed format or an export
 // job combined with pagination, partitions or skus, and malformed format/export keys,
 // are refused with exit 2 naming the key path; the shipped feed.json and
 // etm-catalog.json are valid.

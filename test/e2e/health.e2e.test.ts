@@ -1,4 +1,4 @@
-// /readyz and /metrics of real daemon processes (DESIGN §8).
+// /readyz and /metrics of real daemon processes (docs/operations.md, Health server).
 import t from "tap";
 import { startSimulator } from "../../internal/simulator/index.js";
 import { baseEnv, type CliProcess, startCli } from "../helpers/cli.js";

@@ -1,6 +1,6 @@
 // `supplier-sync runs` and `migrate` with nothing but DATABASE_URL, sub-second
 // durations in the table, and logs as an operator's terminal shows them (issue 20,
-// DESIGN §2 and §8): real CLI processes against a real database.
+// README.md, Command line): real CLI processes against a real database.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import t from "tap";

@@ -1,4 +1,4 @@
-// DESIGN §4, issue 19: work flows to replicas with capacity. 12 slow suppliers (a walk
+// docs/operations.md, Scale-out, issue 19: work flows to replicas with capacity. 12 slow suppliers (a walk
 // takes ~4 s), SUPPLIER_SYNC_MAX_CONCURRENT_TICKS=2: three replicas finish the slot's
 // walks at least 2.5x sooner than one, and no replica ever holds more leases than it
 // has ticks (a busy replica takes no lease it cannot use at once).

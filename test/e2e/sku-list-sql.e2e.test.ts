@@ -1,4 +1,4 @@
-// The app hands the connector its database for `skus.from: "sql"` (DESIGN §3.6): a real
+// The app hands the connector its database for `skus.from: "sql"` (docs/connectors.md, SKU lists): a real
 // `--tick-once` process reads the SKU list from the database it writes to, in batches,
 // against the simulator's etm profile.
 import t from "tap";

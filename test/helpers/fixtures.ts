@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 
-/** The DESIGN §3 example field mapping, which the simulator's records follow. */
+/** The field mapping of docs/connectors.md's first example, which the simulator's records follow. */
 export const SIM_FIELDS = {
   sku: "article",
   name: "title",

@@ -6,7 +6,7 @@
  * prove the escaping alone, without it), no resource loaded but the pages
  * themselves, and all of it with JavaScript disabled too.
  *
- * Set CONSOLE_SCREENSHOT_DIR to keep the screenshots (README's come from here).
+ * Set CONSOLE_SCREENSHOT_DIR to keep the screenshots (docs/console-*.png, shown in README.md and docs/operations.md, come from here).
  */
 import { copyFileSync, mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";

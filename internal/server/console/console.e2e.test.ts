@@ -1,5 +1,5 @@
 /**
- * The console over a real loopback server and a real database (DESIGN §8): what the
+ * The console over a real loopback server and a real database (docs/operations.md, Operator console): what the
  * pages contain, their headers, 404s, the bounds on steps and rejects, escaping, and
  * that the console writes nothing. The browser's view is in console.browser.e2e.test.ts.
  */

@@ -1,5 +1,5 @@
 /**
- * The operator console (DESIGN §8): read-only HTML pages on the health server.
+ * The operator console (docs/operations.md, Operator console): read-only HTML pages on the health server.
  *
  * Invariants:
  * - It changes nothing: its queries are `select`s only.
@@ -8,7 +8,7 @@
  * - A slow or hung database costs at most {@link MAX_CONCURRENT_READS} pool
  *   connections: past that a page answers 503 at once, and every read settles
  *   within `queryTimeoutMs` (a page then says the database is unreachable).
- * - Every page carries {@link CONSOLE_HEADERS} (the CSP of §8 and `nosniff`),
+ * - Every page carries {@link CONSOLE_HEADERS} (the CSP of docs/operations.md, Operator console, and `nosniff`),
  *   error pages included.
  * - A supplier's strip is drawn again only when its newest run changed (another id,
  *   or the same run in another state): runs are only ever added at the head, and

@@ -1,14 +1,14 @@
 /**
  * The frame shared by the console pages: one self-contained HTML document with its
  * style inline, no script, no external resource (the favicon is a `data:` URL, so
- * the browser does not ask for `/favicon.ico` either), so the CSP of DESIGN §8
+ * the browser does not ask for `/favicon.ico` either), so the CSP (docs/operations.md, Operator console)
  * (`default-src 'none'; style-src 'unsafe-inline'; img-src data:`) holds as it is.
  */
 import type { RunOwner, RunState } from "../../ingestion/ports.js";
 import { formatElapsed } from "../../platform/duration.js";
 import { Html, html } from "./html.js";
 
-/** The response headers of every console page (DESIGN §8). */
+/** The response headers of every console page (docs/operations.md, Operator console). */
 export const CONSOLE_HEADERS: Readonly<Record<string, string>> = {
   "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
   "X-Content-Type-Options": "nosniff",

@@ -1,5 +1,5 @@
 /**
- * `GET /`: one row per enabled supplier (DESIGN §8) with its readiness status, last
+ * `GET /`: one row per enabled supplier (docs/operations.md, Operator console) with its readiness status, last
  * success and age against the threshold, the last run, and a strip of its last
  * {@link STRIP_RUNS} runs drawn as inline SVG, each mark a link to the run's page.
  */

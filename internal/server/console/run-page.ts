@@ -1,6 +1,6 @@
 /**
  * `GET /runs/<id>`: every column of one run, its steps and its rejects, each
- * reject's raw payload pretty-printed and cut at 10 KB (DESIGN §8). A payload is
+ * reject's raw payload pretty-printed and cut at 10 KB (docs/operations.md, Operator console). A payload is
  * supplier text: it is escaped like everything else, so markup in it shows as text.
  */
 import type { SecretRegistry } from "../../platform/redact.js";

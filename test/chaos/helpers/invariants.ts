@@ -1,5 +1,5 @@
 /**
- * The invariants of DESIGN §1, asserted with SQL (and the simulator's counters) after
+ * The invariants (docs/architecture.md, The invariants; docs/failure-modes.md, Invariants checked after every scenario), asserted with SQL (and the simulator's counters) after
  * every chaos scenario. Each check is a query whose expected answer is "no rows", so a
  * failure prints the offending rows.
  */

