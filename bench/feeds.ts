@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * `npm run bench:feeds`: the streaming feed layer (DESIGN §3.10) on a YML feed of
+ * `npm run bench:feeds`: the streaming feed layer (docs/feeds.md) on a YML feed of
  * 100,000 and 1,000,000 offers, gzip-compressed and in windows-1251, as the
  * simulator serves it (downloaded once to a temp file, so the simulator's CPU is not
  * in the measurement). Each file is walked, in a child process of its own:
