@@ -54,6 +54,14 @@ t.test("a terminated lease connection aborts the signal within 1 s and is not re
   t.ok(lease!.lost);
   t.equal((lease!.signal.reason as { code?: string }).code, "LEASE_LOST");
   await lease!.release();
+  // pg_terminate_backend only signals the backend: wait, bounded, until it has exited (and its
+  // lock with it), or a loaded machine finds the lease still held.
+  for (let i = 0; ; i++) {
+    const alive = await pool.query("select 1 from pg_stat_activity where pid = $1", [pid]);
+    if (alive.rowCount === 0) break;
+    if (i >= 500) throw new Error("the terminated backend did not exit within 5 s");
+    await new Promise((r) => setTimeout(r, 10));
+  }
   const again = await acquireLease(pool, "etm", log);
   t.ok(again, "the lock died with the session; a new holder takes it");
   const { rows: r2 } = await again!.client.query("select pg_backend_pid() as pid");

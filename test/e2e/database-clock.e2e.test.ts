@@ -1,6 +1,6 @@
 // docs/architecture.md, Scheduler, issue 19: slots follow the database's clock. Two real daemons whose host
 // clocks are 90 s apart (SUPPLIER_SYNC_TEST_CLOCK_SKEW: -45 s and +45 s) share two
-// suppliers with 2 s and 3 s slots for ~14 s: each slot is walked once, by one of them,
+// suppliers with 3 s and 4 s slots for ~24 s: each slot is walked once, by one of them,
 // and every run's slot_start is on the database's grid.
 import t from "tap";
 import { startSimulator } from "../../internal/simulator/index.js";
@@ -10,9 +10,13 @@ import { createTestDatabase } from "../helpers/db.js";
 import { connectorsDir, query, simConnector } from "../helpers/fixtures.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// Slots of 3 s and 4 s: long enough that a walk (3–4 pages at 40 ms each) stays inside its
+// slot even on a machine running two test suites at once (2 s slots skipped one there: a
+// walk outlasting its slot makes the next tick `skipped_overlap` on its daemon and
+// `lease_busy` on the other).
 const SUPPLIERS = [
-  { name: "etm", intervalMs: 3_000 },
-  { name: "iek", intervalMs: 2_000 },
+  { name: "etm", intervalMs: 4_000 },
+  { name: "iek", intervalMs: 3_000 },
 ];
 
 t.test("two daemons 90 s apart: one walk per slot, every slot on the database's grid", async (t) => {
@@ -47,7 +51,7 @@ t.test("two daemons 90 s apart: one walk per slot, every slot on the database's 
     Math.abs((warnings[1]?.offset_ms as number) + 45_000) < 100,
     `the daemon 45 s ahead measured ${warnings[1]?.offset_ms} ms and warned`,
   );
-  await sleep(14_000);
+  await sleep(24_000);
   behind.child.kill("SIGTERM");
   ahead.child.kill("SIGTERM");
   t.equal(await behind.exited(20_000), 0, "the daemon behind exits 0");
