@@ -436,19 +436,7 @@ export const connectorDefinitionSchema = z
         maxRetryAfterMs: z.number().int().min(0).default(120_000),
       })
       .prefault({}),
-    request: z
-      .strictObject({
-        method: httpMethod,
-        path: requestPath.default("/"),
-        query: z.record(z.string(), z.string()).default({}),
-        headers: z.record(z.string(), z.string()).default({}),
-        /** JSON body of a POST, sent as application/json. */
-        body: z.unknown().optional(),
-        /** Form of a POST, sent as application/x-www-form-urlencoded. */
-        form: z.record(z.string(), z.string()).optional(),
-      })
-      .superRefine(checkRequestBody)
-      .prefault({}),
+    request: z.strictObject(requestShape).superRefine(checkRequestBody).prefault({}),
     /** Conditions checked on every JSON response of the walk, before its records are read (docs/connectors.md, Errors inside responses). */
     errors: z.array(errorRuleSchema).default([]),
     pagination: paginationSchema.default({ type: "none" }),
