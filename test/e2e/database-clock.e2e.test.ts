@@ -1,6 +1,6 @@
 // docs/architecture.md, Scheduler, issue 19: slots follow the database's clock. Two real daemons whose host
 // clocks are 90 s apart (SUPPLIER_SYNC_TEST_CLOCK_SKEW: -45 s and +45 s) share two
-// suppliers with 3 s and 4 s slots for ~24 s: each slot is walked once, by one of them,
+// suppliers with 6 s and 8 s slots for ~44 s: each slot is walked once, by one of them,
 // and every run's slot_start is on the database's grid.
 import t from "tap";
 import { startSimulator } from "../../internal/simulator/index.js";
@@ -10,13 +10,13 @@ import { createTestDatabase } from "../helpers/db.js";
 import { connectorsDir, query, simConnector } from "../helpers/fixtures.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-// Slots of 3 s and 4 s: long enough that a walk (3–4 pages at 40 ms each) stays inside its
-// slot even on a machine running two test suites at once (2 s slots skipped one there: a
-// walk outlasting its slot makes the next tick `skipped_overlap` on its daemon and
-// `lease_busy` on the other).
+// Slots of 6 s and 8 s: a tick fires at most a tenth of its interval into the slot, so
+// it has 5–7 s to start inside it even when the host is starved. With 2 s and 4 s slots,
+// local CI runs (two test suites at once on 2 cores) twice saw one slot with no run at
+// all and no failure: most likely a tick starved past the end of the slot it fired for.
 const SUPPLIERS = [
-  { name: "etm", intervalMs: 4_000 },
-  { name: "iek", intervalMs: 3_000 },
+  { name: "etm", intervalMs: 8_000 },
+  { name: "iek", intervalMs: 6_000 },
 ];
 
 t.test("two daemons 90 s apart: one walk per slot, every slot on the database's grid", async (t) => {
@@ -51,7 +51,7 @@ t.test("two daemons 90 s apart: one walk per slot, every slot on the database's 
     Math.abs((warnings[1]?.offset_ms as number) + 45_000) < 100,
     `the daemon 45 s ahead measured ${warnings[1]?.offset_ms} ms and warned`,
   );
-  await sleep(24_000);
+  await sleep(44_000);
   behind.child.kill("SIGTERM");
   ahead.child.kill("SIGTERM");
   t.equal(await behind.exited(20_000), 0, "the daemon behind exits 0");
