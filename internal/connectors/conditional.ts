@@ -8,12 +8,11 @@ import type { ConditionalWalk, WalkContext } from "../ingestion/ports.js";
  */
 export function isOneRequestWalk(def: ConnectorDefinition): boolean {
   // An export job (docs/feeds.md, Export jobs) makes a create, polls and a download.
-  const exportJob = (def as { export?: unknown }).export;
   return (
     def.pagination.type === "none" &&
     def.partitions === undefined &&
     def.skus === undefined &&
-    exportJob === undefined
+    def.export === undefined
   );
 }
 

@@ -157,12 +157,7 @@ export function resolveAuthHeaders(auth: AuthDefinition, sources: SecretSources)
         },
         sources,
       );
-      const pair = `${username}:${password}`;
-      // The header carries base64(user:pass). The registry scrubs in insertion order, and when the
-      // username is 3n bytes base64(pass) is a suffix of it: the pair goes first so it is scrubbed whole.
-      sources.secrets.add(pair);
-      sources.secrets.add(username);
-      sources.secrets.add(password);
+      const pair = registerPair(sources, username, password);
       return { authorization: `Basic ${Buffer.from(pair, "utf8").toString("base64")}` };
     }
   }
@@ -215,11 +210,21 @@ export function resolveOAuth2Client(
     },
     sources,
   );
-  const pair = `${clientId}:${clientSecret}`;
-  sources.secrets.add(pair);
-  sources.secrets.add(clientId);
-  sources.secrets.add(clientSecret);
+  registerPair(sources, clientId, clientSecret);
   return { clientId, clientSecret };
+}
+
+/**
+ * Registers `id:secret` and both parts for redaction; returns the pair. A Basic header carries
+ * base64(id:secret). The registry scrubs in insertion order, and when the id is 3n bytes
+ * base64(secret) is a suffix of it: the pair goes first so it is scrubbed whole.
+ */
+function registerPair(sources: SecretSources, id: string, secret: string): string {
+  const pair = `${id}:${secret}`;
+  sources.secrets.add(pair);
+  sources.secrets.add(id);
+  sources.secrets.add(secret);
+  return pair;
 }
 
 /**
