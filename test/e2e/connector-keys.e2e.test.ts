@@ -1,14 +1,13 @@
 // check-config refuses every malformed connector key of issue 16 with exit 2, naming the key path.
 import t from "tap";
-import { baseEnv, runCli } from "../helpers/cli.js";
-import { connectorsDir } from "../helpers/fixtures.js";
+import { type BrokenKeyCases, checkBrokenKeys } from "../helpers/check-config.js";
 
 const base = { baseUrl: "https://ipro.etm.ru", fields: { sku: "gdscode", price: "price" } };
 const login = { method: "POST", path: "/api/v1/user/login", query: { log: { env: "ETM_LOGIN" } } };
 const session = { type: "session", login, token: { path: "data.session" }, send: { query: "session-id" } };
 
 /** supplier name → its broken definition and what check-config must say about it. */
-const cases: Record<string, [Record<string, unknown>, RegExp]> = {
+const cases: BrokenKeyCases = {
   loginpath: [
     { auth: { ...session, login: { ...login, path: "login" } } },
     /auth\.login\.path: must start with \//,
@@ -57,25 +56,6 @@ const cases: Record<string, [Record<string, unknown>, RegExp]> = {
 };
 
 t.test("check-config: exit 2, each broken key named with its path", async (t) => {
-  const dir = connectorsDir(
-    Object.fromEntries(Object.entries(cases).map(([n, [extra]]) => [n, { ...base, ...extra }])),
-  );
-  const r = await runCli(
-    t,
-    ["check-config"],
-    baseEnv({
-      SUPPLIER_SYNC_CONNECTORS_DIR: dir,
-      SUPPLIER_SYNC_SUPPLIERS: Object.keys(cases)
-        .map((n) => `${n}:1h`)
-        .join(","),
-      DATABASE_URL: "postgres://127.0.0.1:9/none",
-      ETM_LOGIN: "someone",
-    }),
-  );
-  t.equal(r.code, 2, r.stderr);
-  for (const [name, [, pattern]] of Object.entries(cases)) {
-    const line = r.stdout.split("\n").find((l) => l.trimStart().startsWith(`${name} `)) ?? "";
-    t.match(line, new RegExp(`${name}\\.json\\): .*${pattern.source}`), `${name}: ${pattern.source}`);
-  }
-  t.match(r.stdout, new RegExp(`configuration has ${Object.keys(cases).length} problems`));
+  const stdout = await checkBrokenKeys(t, base, cases, { ETM_LOGIN: "someone" });
+  t.match(stdout, new RegExp(`configuration has ${Object.keys(cases).length} problems`));
 });

@@ -5,8 +5,7 @@
 import { readFileSync } from "node:fs";
 import t from "tap";
 import { connectorDefinitionSchema } from "../../internal/config/connector-schema.js";
-import { baseEnv, runCli } from "../helpers/cli.js";
-import { connectorsDir } from "../helpers/fixtures.js";
+import { type BrokenKeyCases, checkBrokenKeys } from "../helpers/check-config.js";
 
 const base = { baseUrl: "https://feeds.example", fields: { sku: "@id", price: "price" } };
 const yml = { type: "xml", element: "offer" };
@@ -17,7 +16,7 @@ const job = {
 };
 
 /** supplier name → its broken definition and what check-config must say about it. */
-const cases: Record<string, [Record<string, unknown>, RegExp]> = {
+const cases: BrokenKeyCases = {
   xmlpaged: [
     { format: yml, pagination: { type: "page", param: "page", start: 1 } },
     /pagination: a streamed format \(format\.type xml\) is one file: it cannot be combined with pagination/,
@@ -61,25 +60,7 @@ const cases: Record<string, [Record<string, unknown>, RegExp]> = {
 };
 
 t.test("check-config: exit 2, each broken feed key named with its path", async (t) => {
-  const dir = connectorsDir(
-    Object.fromEntries(Object.entries(cases).map(([n, [extra]]) => [n, { ...base, ...extra }])),
-  );
-  const r = await runCli(
-    t,
-    ["check-config"],
-    baseEnv({
-      SUPPLIER_SYNC_CONNECTORS_DIR: dir,
-      SUPPLIER_SYNC_SUPPLIERS: Object.keys(cases)
-        .map((n) => `${n}:1h`)
-        .join(","),
-      DATABASE_URL: "postgres://127.0.0.1:9/none",
-    }),
-  );
-  t.equal(r.code, 2, r.stderr);
-  for (const [name, [, pattern]] of Object.entries(cases)) {
-    const line = r.stdout.split("\n").find((l) => l.trimStart().startsWith(`${name} `)) ?? "";
-    t.match(line, new RegExp(`${name}\\.json\\): .*${pattern.source}`), `${name}: ${pattern.source}`);
-  }
+  await checkBrokenKeys(t, base, cases);
 });
 
 t.test("maxResponseBytes: optional; the shipped feed.json and etm-catalog.json are valid", async (t) => {
