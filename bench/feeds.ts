@@ -20,7 +20,10 @@
  * `feed` and `pipeline` alike: peak RSS ≤ 160 MB, and the 1M walk's within 20 % of
  * the 100k walk's.
  *
- * Usage: node dist/bench/feeds.js [--sizes 100000,1000000] [--no-pipeline] [--ci]
+ * Workbooks: bench/workbooks.ts, run after, with the same sizes (an xlsx read by the
+ * reader and by a bare parse; target: the 1M walk's peak RSS within 20 % of the 100k's).
+ *
+ * Usage: node dist/bench/feeds.js [--sizes 100000,1000000] [--no-pipeline] [--no-workbooks] [--ci]
  * (--ci: exit 1 when a target is missed)
  */
 import { spawn } from "node:child_process";
@@ -221,6 +224,27 @@ async function download(url: string, file: string): Promise<void> {
   await pipeline(res.body, createWriteStream(file));
 }
 
+/** bench/workbooks.ts in a child process of its own (it spawns its walks' children itself). */
+function runWorkbookBench(
+  sizes: number[],
+): Promise<{ targets: { largestWithin20PercentOfSmallest: boolean } }> {
+  return new Promise((resolve, reject) => {
+    const script = fileURLToPath(new URL("./workbooks.js", import.meta.url));
+    const child = spawn(process.execPath, [script, "--sizes", sizes.join(",")], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (c: Buffer) => {
+      out += c.toString();
+    });
+    child.on("error", reject);
+    child.on("close", (code) => {
+      if (code !== 0) reject(new Error(`bench/workbooks exited ${code}`));
+      else resolve(JSON.parse(out.trim().split("\n").pop() as string));
+    });
+  });
+}
+
 async function main(): Promise<unknown> {
   const argv = process.argv.slice(2);
   const child = option(argv, "--child");
@@ -328,10 +352,23 @@ async function main(): Promise<unknown> {
             JSON.stringify(w.unchanged.answers) === JSON.stringify({ 200: 1, 304: 1 })),
       ),
     };
-    const report = { walks, rssGrowth, pipelineRssGrowth, targets };
-    if (argv.includes("--ci") && !Object.values(targets).every(Boolean)) {
+    // Workbooks (bench/workbooks.ts): an xlsx of the same sizes, read by the reader and by a bare parse.
+    const workbooks = argv.includes("--no-workbooks") ? undefined : await runWorkbookBench(sizes);
+    const report = {
+      walks,
+      rssGrowth,
+      pipelineRssGrowth,
+      ...(workbooks ? { workbooks } : {}),
+      targets: {
+        ...targets,
+        ...(workbooks
+          ? { xlsxLargestWithin20PercentOfSmallest: workbooks.targets.largestWithin20PercentOfSmallest }
+          : {}),
+      },
+    };
+    if (argv.includes("--ci") && !Object.values(report.targets).every(Boolean)) {
       process.stdout.write(`${JSON.stringify(report)}\n`);
-      throw new Error(`bench:feeds target missed: ${JSON.stringify(targets)}`);
+      throw new Error(`bench:feeds target missed: ${JSON.stringify(report.targets)}`);
     }
     return report;
   } finally {

@@ -5,7 +5,8 @@
  * database: the migrations before `--migration` (default the newest), 1M offers and
  * their observations, then that migration in one transaction (as drizzle applies
  * it), while a second session reads and writes `supplier_offers` every 2 ms and
- * records its longest wait.
+ * inserts an observation every 2 ms, and records its longest wait. A migration's
+ * `CREATE INDEX CONCURRENTLY` statements run after its commit, timed apart.
  *
  * Usage: node dist/bench/migration-lock.js [--offers N] [--migration 0001_offer_attributes]
  * Database: `BENCH_DATABASE_URL` (a database is created and dropped there), else an
@@ -15,6 +16,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { migrationsFolder } from "../internal/store/db.js";
+import { concurrentIndex } from "../internal/store/migrate.js";
 import { runMain } from "./child-main.js";
 import { openBenchDatabase } from "./database.js";
 
@@ -35,7 +37,9 @@ interface MigrationLockReport {
   migration: string;
   /** Wall time of the migration's transaction: its locks are held until its commit. */
   migrationMs: number;
-  /** The longest a concurrent read + upsert of one offer waited while it ran. */
+  /** Wall time of the migration's CREATE INDEX CONCURRENTLY statements, run after its commit (writes go on meanwhile). */
+  concurrentIndexMs: number;
+  /** The longest a concurrent read + update of one offer + insert of one observation waited while it ran. */
   longestConcurrentWaitMs: number;
   concurrentStatements: number;
 }
@@ -84,17 +88,28 @@ async function main(): Promise<MigrationLockReport> {
         await probe.query("update supplier_offers set stock = stock where supplier = 'bench' and sku = $1", [
           `SKU-${String((i % offers) + 1).padStart(8, "0")}`,
         ]);
+        // A page's observation write: the table the change-feed migration (0006) alters and indexes.
+        await probe.query(
+          `insert into supplier_offer_observations (supplier, sku, run_id, price, currency, stock, content_hash)
+           values ('bench', $1, $2, 1, 'EUR', 1, 'h')`,
+          [`SKU-${String((i % offers) + 1).padStart(8, "0")}`, 1_000_000 + i],
+        );
         longest = Math.max(longest, performance.now() - start);
-        concurrent += 2;
+        concurrent += 3;
         await new Promise((r) => setTimeout(r, 2));
       }
     })();
     await new Promise((r) => setTimeout(r, 200));
     const start = performance.now();
+    const all = statements(`${migration}.sql`);
     await db.query("begin");
-    for (const s of statements(`${migration}.sql`)) await db.query(s);
+    for (const s of all) if (concurrentIndex(s) === null) await db.query(s);
     await db.query("commit");
     const migrationMs = performance.now() - start;
+    // Online indexes are built after the transaction, as runMigrations does (migrate.ts).
+    const concurrentStart = performance.now();
+    for (const s of all) if (concurrentIndex(s) !== null) await db.query(s);
+    const concurrentIndexMs = performance.now() - concurrentStart;
     await new Promise((r) => setTimeout(r, 200));
     running = false;
     await loop;
@@ -102,6 +117,7 @@ async function main(): Promise<MigrationLockReport> {
       offers,
       migration: migration ?? "",
       migrationMs,
+      concurrentIndexMs,
       longestConcurrentWaitMs: longest,
       concurrentStatements: concurrent,
     };

@@ -11,7 +11,7 @@
  * the same catalog: at 1M the drizzle loop alone took 6 minutes for 3 repetitions,
  * which would push the suite past 15 minutes. A smaller, fresher table is faster to
  * write, so the peers' figures, and our multiple of them, are conservative.
- * Cases: ceiling, peers, store, pipeline, memory, rate-limit, scheduler, and, only when
+ * Cases: ceiling, peers, store, guards, pipeline, memory, rate-limit, scheduler, and, only when
  * named in `--only`, `prices` (ordinary against long-number pages) and `fields` (CPU
  * of dot paths, JMESPath and attributes per 1,000 records) and `etm` (the shipped
  * etm.json at 1 request/s: budget used, ceil(n/50) + n requests); with `--baseline DIR`, a
@@ -24,6 +24,7 @@ import { measureCeiling } from "./cases/ceiling.js";
 import type { CaseContext } from "./cases/context.js";
 import { measureEtmWalk } from "./cases/etm-walk.js";
 import { measureFields } from "./cases/fields.js";
+import { measureGuards } from "./cases/guards.js";
 import { measurePeers } from "./cases/peers.js";
 import { runPipelineCases } from "./cases/pipeline.js";
 import { measurePrices } from "./cases/prices.js";
@@ -34,8 +35,17 @@ import type { Measurement } from "./measure.js";
 import { checkTargets, formatTable, machineInfo, type Target, writeResults } from "./report.js";
 import { CI_CEILING_REPETITIONS, CI_SKUS, CI_TARGETS, fullTargets } from "./targets.js";
 
-const DEFAULT_CASES = ["ceiling", "peers", "store", "pipeline", "memory", "rate-limit", "scheduler"] as const;
-const ALL_CASES = [...DEFAULT_CASES, "prices", "fields", "etm"] as const;
+const DEFAULT_CASES = [
+  "ceiling",
+  "peers",
+  "store",
+  "guards",
+  "pipeline",
+  "memory",
+  "rate-limit",
+  "scheduler",
+] as const;
+const ALL_CASES = [...DEFAULT_CASES, "prices", "fields", "etm", "guards"] as const;
 type CaseName = (typeof ALL_CASES)[number];
 
 interface Options {
@@ -127,6 +137,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
         ? { ...ctx, catalog: new BenchCatalog(BENCH_SUPPLIER, options.sideSkus, options.pageSize) }
         : ctx;
     if (has("store")) results.push(...(await measureStoreWrite(side)));
+    if (has("guards")) results.push(...(await measureGuards(ctx)));
     if (has("pipeline") || has("memory") || has("rate-limit") || has("scheduler")) {
       results.push(
         ...(await runPipelineCases(ctx, {

@@ -8,6 +8,13 @@ export type Command =
   | { kind: "check-config" }
   | { kind: "runs"; supplier: string | undefined; limit: number; json: boolean }
   | { kind: "preview"; name: string; steps: number; json: boolean }
+  | { kind: "held"; supplier: string | undefined; all: boolean; json: boolean }
+  | { kind: "approve"; runId: number; skus: string[]; yes: boolean }
+  | { kind: "dismiss"; runId: number; skus: string[]; yes: boolean }
+  | { kind: "changes"; since: string; supplier: string | undefined; limit: number; json: boolean }
+  | { kind: "pause"; supplier: string; reason: string | undefined }
+  | { kind: "resume"; supplier: string }
+  | { kind: "trigger"; supplier: string }
   | { kind: "help" }
   | { kind: "version" };
 
@@ -23,6 +30,19 @@ export const USAGE = `Usage:
   supplier-sync preview NAME [--steps N] [--json]
                                       walk the first N steps (default 1) of one
                                       connector and show what it would store
+  supplier-sync held [--supplier NAME] [--all] [--json]
+                                      runs whose guards held something, and what
+  supplier-sync approve RUN_ID [--sku SKU]... [--yes]
+                                      apply what a guard held in that run
+  supplier-sync dismiss RUN_ID [--sku SKU]...
+                                      drop what a guard held (nothing applied)
+  supplier-sync changes [--since CURSOR] [--supplier NAME] [--limit N] [--json]
+                                      offer changes in commit order, with a cursor
+  supplier-sync pause NAME [--reason TEXT] | resume NAME
+                                      stop / restart a supplier's walks on every
+                                      replica (durable)
+  supplier-sync trigger NAME          ask the running daemons for one forced walk
+                                      of NAME now (durable request)
   supplier-sync --help | --version
 
 Exit codes: 0 success; 1 a tick did not succeed; 2 invalid configuration or usage;
@@ -41,6 +61,11 @@ export function parseArgs(argv: string[]): Command {
   }
   if (first === "runs") return parseRuns(args.slice(1));
   if (first === "preview") return parsePreview(args.slice(1));
+  if (first === "held") return parseHeld(args.slice(1));
+  if (first === "changes") return parseChanges(args.slice(1));
+  if (first === "approve" || first === "dismiss") return parseDecision(first, args.slice(1));
+  if (first === "pause" || first === "resume" || first === "trigger")
+    return parseControl(first, args.slice(1));
   if (args.length === 0) return { kind: "daemon" };
   if (!args.includes("--tick-once")) {
     throw new ConfigError(`unknown command or option "${first}" (see --help)`);
@@ -96,6 +121,75 @@ function parsePreview(args: string[]): Command {
   }
   if (name === undefined) throw new ConfigError("preview needs a supplier NAME (see --help)");
   return { kind: "preview", name, steps, json };
+}
+
+function parseHeld(args: string[]): Command {
+  let supplier: string | undefined;
+  let all = false;
+  let json = false;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === "--json") json = true;
+    else if (a === "--all") all = true;
+    else if (a === "--supplier") supplier = flagValue(args, ++i, "--supplier");
+    else throw new ConfigError(`unknown option "${a}" for held (see --help)`);
+  }
+  return { kind: "held", supplier, all, json };
+}
+
+function parseDecision(kind: "approve" | "dismiss", args: string[]): Command {
+  let runId: number | undefined;
+  const skus: string[] = [];
+  let yes = false;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] as string;
+    if (a === "--sku") skus.push(flagValue(args, ++i, "--sku"));
+    else if (a === "--yes" && kind === "approve") yes = true;
+    else if (a.startsWith("--")) throw new ConfigError(`unknown option "${a}" for ${kind} (see --help)`);
+    else if (runId === undefined) {
+      if (!/^[1-9]\d{0,15}$/.test(a)) throw new ConfigError(`${kind}: "${a}" is not a run id`);
+      runId = Number(a);
+    } else throw new ConfigError(`unexpected argument "${a}" for ${kind}: one RUN_ID only`);
+  }
+  if (runId === undefined) throw new ConfigError(`${kind} needs a RUN_ID (see supplier-sync held)`);
+  return { kind, runId, skus, yes };
+}
+
+/** `changes` (docs/changes.md): the cursor's syntax is checked where it is parsed, in internal/changes. */
+function parseChanges(args: string[]): Command {
+  let since = "0:0";
+  let supplier: string | undefined;
+  let limit = 1000;
+  let json = false;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === "--json") json = true;
+    else if (a === "--since") since = flagValue(args, ++i, "--since");
+    else if (a === "--supplier") supplier = flagValue(args, ++i, "--supplier");
+    else if (a === "--limit") {
+      const raw = flagValue(args, ++i, "--limit");
+      limit = Number(raw);
+      if (!/^\d+$/.test(raw) || limit < 1 || limit > 10_000_000) {
+        throw new ConfigError(`--limit must be a whole number from 1 to 10000000, got "${raw}"`);
+      }
+    } else throw new ConfigError(`unknown option "${a}" for changes (see --help)`);
+  }
+  return { kind: "changes", since, supplier, limit, json };
+}
+
+function parseControl(kind: "pause" | "resume" | "trigger", args: string[]): Command {
+  let supplier: string | undefined;
+  let reason: string | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] as string;
+    if (a === "--reason" && kind === "pause") reason = flagValue(args, ++i, "--reason");
+    else if (a.startsWith("--")) throw new ConfigError(`unknown option "${a}" for ${kind} (see --help)`);
+    else if (supplier === undefined) supplier = a;
+    else throw new ConfigError(`unexpected argument "${a}" for ${kind}: one supplier NAME only`);
+  }
+  if (supplier === undefined) throw new ConfigError(`${kind} needs a supplier NAME (see --help)`);
+  if (kind === "pause") return { kind, supplier, reason };
+  return { kind, supplier };
 }
 
 function flagValue(args: string[], i: number, flag: string): string {

@@ -3,7 +3,10 @@
  * supplier-sync entry point: parse argv, load config, build the app, handle signals.
  * Nothing else lives here.
  */
-import { buildApp } from "../../internal/app/app.js";
+import { hostname, userInfo } from "node:os";
+import { createInterface } from "node:readline/promises";
+import { type App, buildApp } from "../../internal/app/app.js";
+import { printChanges } from "../../internal/changes/print.js";
 import { formatCheckConfig } from "../../internal/config/check-config.js";
 import { loadConnector, loadConnectors } from "../../internal/config/connectors.js";
 import { loadConfig, redactDatabaseUrl } from "../../internal/config/env.js";
@@ -15,7 +18,10 @@ import { SecretRegistry } from "../../internal/platform/redact.js";
 import { readVersion } from "../../internal/platform/version.js";
 import { formatPreview, previewConnector } from "../../internal/preview/preview.js";
 import { createPool } from "../../internal/store/db.js";
+import { formatDecision, formatHeldTable } from "../../internal/store/format-held.js";
 import { formatRunsTable, withDuration } from "../../internal/store/format-runs.js";
+import { previewHolds } from "../../internal/store/guard-preview.js";
+import { listRunSteps } from "../../internal/store/run-steps.js";
 import { type Command, parseArgs, USAGE } from "./cli.js";
 
 const EXIT_OK = 0;
@@ -49,7 +55,17 @@ async function run(command: Command): Promise<number> {
     return EXIT_OK;
   }
   if (command.kind === "preview") return runPreview(command);
-  const dbOnly = command.kind === "runs" || command.kind === "migrate";
+  const dbOnly = [
+    "runs",
+    "migrate",
+    "held",
+    "approve",
+    "dismiss",
+    "changes",
+    "pause",
+    "resume",
+    "trigger",
+  ].includes(command.kind);
   const config = loadConfig(process.env, process.cwd(), { suppliers: dbOnly ? "ignored" : "required" });
   if (command.kind === "check-config") {
     const statuses = await loadConnectors(
@@ -65,7 +81,16 @@ async function run(command: Command): Promise<number> {
   const selected = command.kind === "tick-once" ? selectSuppliers(config, command.suppliers) : [];
   // Human-readable logs on a terminal, JSON everywhere else and always in production (docs/operations.md, Health server).
   // `runs` prints its table or JSON on stdout, so its own log lines go to stderr.
-  const logToStderr = command.kind === "runs";
+  const logToStderr = [
+    "runs",
+    "held",
+    "approve",
+    "dismiss",
+    "changes",
+    "pause",
+    "resume",
+    "trigger",
+  ].includes(command.kind);
   const pretty = !config.production && (logToStderr ? process.stderr : process.stdout).isTTY === true;
   const app = buildApp(config, {
     secrets,
@@ -82,21 +107,85 @@ async function run(command: Command): Promise<number> {
     }
     if (command.kind === "runs") {
       const rows = await app.listRuns({ supplier: command.supplier, limit: command.limit });
+      if (command.json) {
+        // Each run with its steps: when each began (its first request), committed, and how long it took.
+        const steps = await listRunSteps(
+          await app.open(),
+          rows.map((r) => r.id),
+        );
+        const runs = rows.map((r) => ({ ...withDuration(r), steps: steps.get(r.id) ?? [] }));
+        process.stdout.write(`${JSON.stringify(runs, null, 2)}\n`);
+      } else process.stdout.write(`${formatRunsTable(rows)}\n`);
+      return EXIT_OK;
+    }
+    if (command.kind === "changes") return await printChanges(await app.open(), command);
+    if (command.kind === "held") {
+      const items = await app.listHeld({ supplier: command.supplier, all: command.all });
       process.stdout.write(
-        command.json ? `${JSON.stringify(rows.map(withDuration), null, 2)}\n` : `${formatRunsTable(rows)}\n`,
+        command.json ? `${JSON.stringify(items, null, 2)}\n` : formatHeldTable(items, command.all),
       );
+      return EXIT_OK;
+    }
+    if (command.kind === "approve" || command.kind === "dismiss") {
+      if (command.kind === "approve" && !command.yes && !(await confirmApproval(app, command))) {
+        process.stdout.write("nothing applied\n");
+        return EXIT_TICK_FAILED;
+      }
+      const decision = await app.decideHeld({
+        runId: command.runId,
+        skus: command.skus,
+        decision: command.kind,
+        by: `cli:${userInfo().username}@${hostname()}`,
+      });
+      process.stdout.write(formatDecision(decision, command.kind));
+      return EXIT_OK;
+    }
+    if (command.kind === "pause" || command.kind === "resume" || command.kind === "trigger") {
+      process.stdout.write(await runControl(app, command));
       return EXIT_OK;
     }
     // --tick-once: a signal stops the ticks at the next page boundary, like the daemon.
     onSignal = installSignals(app.log, () => app.stop());
     const results = await app.tickOnce({ suppliers: selected, force: command.force });
     const ok = results.every(
-      (r) => r.outcome === "success" || r.outcome === "lease_busy" || r.outcome === "not_due",
+      (r) =>
+        r.outcome === "success" ||
+        r.outcome === "lease_busy" ||
+        r.outcome === "not_due" ||
+        r.outcome === "paused",
     );
     return ok ? EXIT_OK : EXIT_TICK_FAILED;
   } finally {
     onSignal?.();
     await app.stop();
+  }
+}
+
+/**
+ * `approve` without `--yes`: on a terminal, shows what would be applied and asks; elsewhere
+ * refuses (exit 2), so a script never changes the catalog without saying so.
+ */
+async function confirmApproval(
+  app: ReturnType<typeof buildApp>,
+  command: Extract<Command, { kind: "approve" }>,
+): Promise<boolean> {
+  if (!process.stdin.isTTY) {
+    throw new ConfigError("approve changes the catalog: confirm with --yes (stdin is not a terminal)");
+  }
+  const wanted = new Set(command.skus);
+  const items = (await app.listHeld({ supplier: undefined, all: false, runId: command.runId })).filter(
+    (i) => wanted.size === 0 || (i.sku !== null && wanted.has(i.sku)),
+  );
+  if (items.length === 0) return true;
+  process.stdout.write(formatHeldTable(items, false));
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    const answer = await rl.question(
+      `Apply ${items.length} held item${items.length === 1 ? "" : "s"}? [y/N] `,
+    );
+    return /^y(es)?$/i.test(answer.trim());
+  } finally {
+    rl.close();
   }
 }
 
@@ -109,6 +198,10 @@ async function runPreview(command: Extract<Command, { kind: "preview" }>): Promi
   }
   if (status.status === "invalid") throw new ConfigError(`${status.path}: ${status.reason}`);
   const log = createLogger({ level: config.logLevel, secrets, stderr: true });
+  const guards = status.definition.guards;
+  // With a database, preview also says what the guards would hold (read only).
+  const pool =
+    config.databaseUrl && guards !== false ? createPool({ url: config.databaseUrl, max: 2 }) : undefined;
   const { report, ok } = await previewConnector({
     supplier: command.name,
     definition: status.definition,
@@ -118,7 +211,12 @@ async function runPreview(command: Extract<Command, { kind: "preview" }>): Promi
     secrets,
     steps: command.steps,
     log,
-  });
+    timeZone: config.suppliers.find((s) => s.name === command.name)?.cron?.zone,
+    checkGuards:
+      pool && guards !== false
+        ? (steps, complete) => previewHolds(pool, { supplier: command.name, guards, steps, complete })
+        : undefined,
+  }).finally(() => pool?.end().catch(() => {}));
   process.stdout.write(`${formatPreview(report, command.json, secrets)}\n`);
   return ok ? EXIT_OK : EXIT_TICK_FAILED;
 }
@@ -212,3 +310,29 @@ async function main(): Promise<void> {
 }
 
 await main();
+
+/** `pause`, `resume`, `trigger` (docs/operations.md, Pausing and triggering): what was done, one line. */
+async function runControl(
+  app: App,
+  command: Extract<Command, { kind: "pause" | "resume" | "trigger" }>,
+): Promise<string> {
+  const by = `cli:${userInfo().username}@${hostname()}`;
+  const { supplier } = command;
+  if (command.kind === "pause") {
+    const p = await app.pause({ supplier, by, reason: command.reason ?? null });
+    const since = p.pausedAt.toISOString();
+    return p.already
+      ? `${supplier} was already paused (since ${since}); reason now: ${p.reason ?? "none"}\n`
+      : `paused ${supplier} at ${since}${p.reason ? ` (${p.reason})` : ""}: every replica stops its walks at the next step boundary\n`;
+  }
+  if (command.kind === "resume") {
+    const p = await app.resume({ supplier });
+    return p
+      ? `resumed ${supplier} (paused since ${p.pausedAt.toISOString()} by ${p.pausedBy})\n`
+      : `${supplier} was not paused: nothing to resume\n`;
+  }
+  const r = await app.trigger({ supplier, by });
+  return r.paused
+    ? `trigger request ${r.id} for ${supplier} recorded; ${supplier} is paused: it waits for resume\n`
+    : `trigger request ${r.id} for ${supplier} recorded at ${r.requestedAt.toISOString()}: a running daemon walks it within seconds\n`;
+}

@@ -55,8 +55,9 @@ export default function createPagedJsonConnector(transport, settings, lib) {
         });
         // An empty catalog is still one (empty) step, so the run can succeed and delist.
         if (records.length === 0 && seq > 1) return;
-        const { offers, rejects } = lib.normalizeRecords(records, fields);
-        yield { seq, offers, rejects, httpAttempts: attempts };
+        // `coverage`: per mapped field, how many records had a value (the vanished-field guard reads it).
+        const { offers, rejects, coverage } = lib.normalizeRecords(records, fields);
+        yield { seq, offers, rejects, httpAttempts: attempts, coverage };
         if (records.length === 0) return;
       }
     },

@@ -7,10 +7,20 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type pg from "pg";
 import { loadConnectors } from "../config/connectors.js";
+import { SUPPLIER_NAME } from "../config/suppliers.js";
 import type { Config, SupplierConfig } from "../config/types.js";
 import { createConnector } from "../connectors/index.js";
+import {
+  isKnownSupplier,
+  type PauseState,
+  pauseSupplier,
+  requestTrigger,
+  resumeSupplier,
+} from "../control/controls.js";
+import { ControlWatcher } from "../control/watcher.js";
 import type { Connector, RunOwner, RunTrigger } from "../ingestion/ports.js";
 import { type LoadedConnector, runTick, type TickResult } from "../ingestion/tick.js";
+import { leaseDeadlines } from "../lease/deadlines.js";
 import { acquireLease } from "../lease/lease.js";
 import { assertSessionPinning } from "../lease/probe.js";
 import { tryTableLease } from "../lease/table-lease.js";
@@ -26,10 +36,14 @@ import { cronerTimer, type OneShotTimer } from "../scheduler/timer.js";
 import { createHealthServer, type HealthServer } from "../server/server.js";
 import { createPool } from "../store/db.js";
 import { databaseClockTimestamp } from "../store/db-clock.js";
+import { type Decision, decideHeld, type HeldItem, heldRun, listHeld } from "../store/held.js";
 import { runMigrations } from "../store/migrate.js";
+import { inTransaction } from "../store/queryable.js";
 import { lastSuccesses, listRuns } from "../store/run-queries.js";
+import type { Lease } from "../store/run-session.js";
 import { runSessions } from "../store/run-session.js";
 import type { RunRow } from "../store/runs.js";
+import { WEBHOOK_LEASE, WebhookDelivery } from "../webhooks/deliver.js";
 import { type EmbeddedDatabase, startEmbeddedDatabase } from "./embedded-db.js";
 
 /** Lifecycle of the app, in order. */
@@ -61,6 +75,35 @@ export interface App {
   open(): Promise<pg.Pool>;
   /** The latest runs, newest first (`supplier-sync runs`); opens the database like `open()`. */
   listRuns(filter: { supplier?: string | undefined; limit: number }): Promise<RunRow[]>;
+  /** Held items (`supplier-sync held`): undecided ones, or all with `all`. */
+  listHeld(filter: { supplier?: string | undefined; all: boolean; runId?: number }): Promise<HeldItem[]>;
+  /**
+   * Approves or dismisses what a run's guards held (docs/connectors.md, Guards), under the supplier's
+   * lease (waiting up to `waitMs`, default 60 s, for a tick of it to end).
+   */
+  decideHeld(input: {
+    runId: number;
+    skus?: string[];
+    decision: "approve" | "dismiss";
+    by: string;
+    waitMs?: number;
+  }): Promise<Decision>;
+  /**
+   * Pauses a supplier on every replica (docs/operations.md, Pausing): a `ConfigError` for a
+   * supplier the database does not know (nor `SUPPLIER_SYNC_SUPPLIERS`, when set).
+   */
+  pause(input: {
+    supplier: string;
+    by: string;
+    reason?: string | null;
+  }): Promise<PauseState & { already: boolean }>;
+  /** Resumes a paused supplier; null when it was not paused. */
+  resume(input: { supplier: string }): Promise<PauseState | null>;
+  /** Records a trigger request: one running daemon serves it with one forced walk (`manual`). */
+  trigger(input: {
+    supplier: string;
+    by: string;
+  }): Promise<{ id: number; requestedAt: Date; paused: boolean }>;
   /** Runs the daemon: health server first, then the tickers. */
   start(): Promise<void>;
   /** One tick per selected supplier, concurrently (`--tick-once`). */
@@ -78,10 +121,13 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
     );
   }
   const secrets = overrides.secrets ?? new SecretRegistry();
+  secrets.add(config.adminToken);
   const log = overrides.log ?? createLogger({ level: config.logLevel, secrets });
   const metrics = overrides.metrics ?? createMetrics();
   const owner: RunOwner = { hostname: hostname(), pid: process.pid, bootId: randomUUID() };
   const enabled = config.suppliers.filter((s) => s.enabled);
+  // docs/failure-modes.md, A holder cut off from the network: every lease timing from SUPPLIER_SYNC_LEASE_DEAD_PEER.
+  const deadlines = leaseDeadlines(config.leaseDeadPeerMs);
   for (const s of enabled) metrics.initSupplier(s.name);
 
   let state: AppState = "NEW";
@@ -89,7 +135,9 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
   let embedded: EmbeddedDatabase | undefined;
   let health: HealthServer | undefined;
   let scheduler: Scheduler | undefined;
+  let webhooks: WebhookDelivery | undefined;
   let dbClock: DatabaseClock | undefined;
+  let watcher: ControlWatcher | undefined;
   let opening: Promise<pg.Pool> | undefined;
   let stopping: Promise<void> | undefined;
   const connectors = new Map<string, LoadedConnector>();
@@ -127,12 +175,14 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
           clock,
           ...(pool ? { database: pool } : {}),
           module: status.module,
+          timeZone: s.cron?.zone,
         });
         connectors.set(s.name, {
           kind: "ok",
           connector,
           maxRejectRatio: status.definition.maxRejectRatio,
           runMs: status.definition.timeouts.runMs,
+          guards: status.definition.guards === false ? null : status.definition.guards,
         });
       } catch (err) {
         connectors.set(s.name, { kind: "invalid", reason: errorMessage(err) });
@@ -151,11 +201,11 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
           embedded = await startEmbeddedDatabase(overrides.dataRoot ?? ".data", log);
           url = embedded.url;
         }
-        const p = createPool({ url, max: config.dbPoolMax, log });
+        const p = createPool({ url, max: config.dbPoolMax, log, keepAliveMs: deadlines.clientKeepAliveMs });
         try {
           // The advisory lease refuses to run behind a transaction pooler (exit 3).
           if (config.lease === "advisory") await assertSessionPinning(p);
-          await runMigrations(p);
+          await runMigrations(p, deadlines);
         } catch (err) {
           await p.end().catch(() => {});
           throw err instanceof InfraError ? err : new InfraError(errorMessage(err), { cause: err });
@@ -167,6 +217,56 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
     return opening;
   }
 
+  /**
+   * Opens the database and checks that it knows `supplier` (or that `SUPPLIER_SYNC_SUPPLIERS`,
+   * when set, names it): a typo is a `ConfigError` (exit 2), not a pause nobody reads.
+   */
+  async function assertKnown(supplier: string): Promise<pg.Pool> {
+    if (!SUPPLIER_NAME.test(supplier)) {
+      throw new ConfigError(
+        `${JSON.stringify(supplier)} is not a supplier name (must match ${SUPPLIER_NAME.source})`,
+      );
+    }
+    const db = await open();
+    if (config.suppliers.some((s) => s.name === supplier) || (await isKnownSupplier(db, supplier))) return db;
+    throw new ConfigError(
+      `unknown supplier ${JSON.stringify(supplier)}: it has no runs, offers or controls in the database and is not in SUPPLIER_SYNC_SUPPLIERS`,
+    );
+  }
+
+  /** Takes `supplier`'s lease as a tick would (advisory or table); null when another holder has it. */
+  async function tryLease(db: pg.Pool, supplier: string): Promise<Lease | null> {
+    if (config.lease === "advisory") return acquireLease(db, supplier, log, deadlines);
+    const got = await tryTableLease(db, supplier, { ttlMs: config.leaseTtlMs, owner, clock, log, deadlines });
+    return "busyUntilMs" in got ? null : got;
+  }
+
+  /** Runs `fn` holding `supplier`'s lease, waiting up to `waitMs` for it; a `ConfigError` if it stays busy. */
+  async function underLease<T>(
+    supplier: string,
+    waitMs: number,
+    fn: (lease: Lease) => Promise<T>,
+  ): Promise<T> {
+    const db = await open();
+    const deadline = clock.now() + waitMs;
+    for (;;) {
+      const lease = await tryLease(db, supplier);
+      if (lease) {
+        try {
+          return await fn(lease);
+        } finally {
+          await lease.release();
+        }
+      }
+      if (clock.now() >= deadline) {
+        throw new ConfigError(
+          `${supplier} is being walked by another process (its lease stayed busy for ${Math.round(waitMs / 1000)} s): try again when the walk has ended`,
+        );
+      }
+      await clock.sleep(Math.min(1_000, Math.max(0, deadline - clock.now())));
+    }
+  }
+
   function tick(supplier: SupplierConfig, trigger: RunTrigger, force: boolean): Promise<TickResult> {
     if (!pool) throw new Error("tick before open()");
     const db = pool;
@@ -176,9 +276,9 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
           db,
           (name) =>
             config.lease === "table"
-              ? tryTableLease(db, name, { ttlMs: config.leaseTtlMs, owner, clock, log })
-              : acquireLease(db, name, log),
-          { clock },
+              ? tryTableLease(db, name, { ttlMs: config.leaseTtlMs, owner, clock, log, deadlines })
+              : acquireLease(db, name, log, deadlines),
+          { clock, heartbeatMs: deadlines.heartbeatMs, statementDeadlineMs: deadlines.statementMs },
         ),
         log,
         metrics,
@@ -192,6 +292,7 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
         connector: connectors.get(supplier.name) ?? { kind: "missing", reason: "not loaded" },
         stopSignal: stopSoft.signal,
         abortSignal: stopHard.signal,
+        ...(watcher ? { pauseSignal: watcher.pauseSignal(supplier.name) } : {}),
       },
     );
     inFlight.add(running);
@@ -213,6 +314,35 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
     async listRuns({ supplier, limit }) {
       const db = await open();
       return listRuns(db, supplier === undefined ? { limit } : { supplier, limit });
+    },
+    async listHeld({ supplier, all, runId }) {
+      const db = await open();
+      if (runId !== undefined) await heldRun(db, runId);
+      return listHeld(db, { supplier, all, ...(runId === undefined ? {} : { runId }) });
+    },
+    async decideHeld({ waitMs = 60_000, ...input }) {
+      const db = await open();
+      const { supplier } = await heldRun(db, input.runId);
+      return underLease(supplier, waitMs, (lease) =>
+        inTransaction(lease.client, (tx) => decideHeld(tx, input)),
+      );
+    },
+    async pause({ supplier, by, reason }) {
+      const db = await assertKnown(supplier);
+      return pauseSupplier(db, { supplier, by, reason: reason ?? null });
+    },
+    async resume({ supplier }) {
+      const db = await assertKnown(supplier);
+      return resumeSupplier(db, supplier);
+    },
+    async trigger({ supplier, by }) {
+      const db = await assertKnown(supplier);
+      const request = await requestTrigger(db, { supplier, by });
+      const { rows } = await db.query<{ paused: boolean }>(
+        "select exists (select 1 from ingestion_controls where supplier = $1 and paused_at is not null) as paused",
+        [supplier],
+      );
+      return { ...request, paused: rows[0]?.paused === true };
     },
     async start() {
       if (state !== "NEW") return;
@@ -237,6 +367,24 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
         secrets,
         clock: schedulerClock,
         instance: { owner, version: readVersion() },
+        ...(config.adminToken
+          ? {
+              admin: {
+                token: config.adminToken,
+                actions: {
+                  pause: (supplier: string, by: string) => pauseSupplier(db, { supplier, by }),
+                  resume: (supplier: string) => resumeSupplier(db, supplier),
+                  trigger: (supplier: string, by: string) => requestTrigger(db, { supplier, by }),
+                  decide: async (runId: number, decision: "approve" | "dismiss", by: string) => {
+                    const { supplier } = await heldRun(db, runId);
+                    return underLease(supplier, 30_000, (lease) =>
+                      inTransaction(lease.client, (tx) => decideHeld(tx, { runId, decision, by })),
+                    );
+                  },
+                },
+              },
+            }
+          : {}),
         // The cache must stay well inside the shortest staleness threshold (2 x interval).
         freshnessCacheMs: Math.min(5_000, Math.floor(Math.min(...enabled.map((s) => s.intervalMs)) / 2)),
       });
@@ -258,7 +406,19 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
           ),
         resyncClock: () => schedulerClock.resync(),
       });
+      const ticking = scheduler;
+      watcher = new ControlWatcher({
+        db,
+        clock,
+        log,
+        suppliers: enabled.map((s) => s.name),
+        onTrigger: (name) => ticking.runNow(name, "manual"),
+        onResume: (name) => ticking.runNow(name, "schedule"),
+      });
+      // Read before the first ticks: a walk that starts now already has its pause signal.
+      await watcher.start();
       await scheduler.start();
+      webhooks = startWebhooks(db);
       state = "RUNNING";
     },
     async tickOnce({ suppliers, force }) {
@@ -278,6 +438,23 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
     },
   };
 
+  /** Run events to the webhook (docs/changes.md), beside the scheduler, never on a tick's path. */
+  function startWebhooks(db: pg.Pool): WebhookDelivery | undefined {
+    const webhook = config.events?.webhook;
+    if (!webhook) return undefined;
+    secrets.add(webhook.secret);
+    const delivery = new WebhookDelivery({
+      pool: db,
+      webhook,
+      retentionMs: config.events?.eventRetentionMs ?? 7 * 86_400_000,
+      acquireLease: () => tryLease(db, WEBHOOK_LEASE),
+      log: log.child({ component: "webhooks" }),
+      metrics,
+    });
+    delivery.start();
+    return delivery;
+  }
+
   async function shutdown(): Promise<void> {
     state = "STOPPING";
     const started = clock.now();
@@ -295,7 +472,9 @@ export function buildApp(config: Config, overrides: AppOverrides = {}): App {
       () => {},
     );
     try {
+      await watcher?.stop();
       await scheduler?.stop();
+      await webhooks?.stop();
       await dbClock?.stop();
       while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
     } finally {

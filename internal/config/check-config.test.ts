@@ -86,3 +86,18 @@ t.test("a supplier without a status is reported, not assumed fine", async (t) =>
   t.equal(ok, false);
   t.match(text, /connector not checked/);
 });
+
+t.test("a cron schedule prints its next three fire times in UTC and in its zone", async (t) => {
+  const { config, statuses, secrets } = await setup(
+    t,
+    "etm:cron(0 3 * * * @Europe/Moscow),iek:cron(30 */6 * * *)",
+  );
+  const { text, ok } = formatCheckConfig(config, statuses, secrets, Date.parse("2026-12-01T12:00:00Z"));
+  t.equal(ok, true);
+  t.match(text, /etm +cron\(0 3 \* \* \* @Europe\/Moscow\) +enabled/);
+  t.match(text, /Next fire times \(UTC \/ zone\):/);
+  t.match(text, /etm +2026-12-02T00:00:00Z +2026-12-02T03:00:00\+03:00 \(Europe\/Moscow\)/);
+  t.match(text, /\n +2026-12-03T00:00:00Z +2026-12-03T03:00:00\+03:00/);
+  t.match(text, /\n +2026-12-04T00:00:00Z +2026-12-04T03:00:00\+03:00/);
+  t.match(text, /iek +2026-12-01T12:30:00Z\n +2026-12-01T18:30:00Z\n +2026-12-02T00:30:00Z\n/);
+});

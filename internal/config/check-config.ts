@@ -1,6 +1,8 @@
+import { cronFireTimes, formatInZone } from "../ingestion/cron-slots.js";
 import { formatDuration } from "../platform/duration.js";
 import type { SecretRegistry } from "../platform/redact.js";
 import { redactDatabaseUrl } from "./env.js";
+import { formatSchedule } from "./suppliers.js";
 import type { Config, ConnectorStatus } from "./types.js";
 
 /**
@@ -52,6 +54,7 @@ export function formatCheckConfig(
   config: Config,
   statuses: Map<string, ConnectorStatus>,
   secrets: SecretRegistry,
+  nowMs: number = Date.now(),
 ): { text: string; ok: boolean } {
   const safeText = (text: string) => secrets.safeText(text);
   let problems = 0;
@@ -61,7 +64,7 @@ export function formatCheckConfig(
     if (supplier.enabled && !connector.ok) problems++;
     rows.push([
       supplier.name,
-      `every ${formatDuration(supplier.intervalMs)}`,
+      supplier.cron ? formatSchedule(supplier) : `every ${formatDuration(supplier.intervalMs)}`,
       supplier.enabled ? "enabled" : "disabled",
       `connector ${connector.text}`,
     ]);
@@ -73,7 +76,12 @@ export function formatCheckConfig(
     ["max concurrent ticks", String(config.maxConcurrentTicks)],
     ["shutdown timeout", formatDuration(config.shutdownTimeoutMs)],
     ["retry backoff", formatDuration(config.retryBackoffMs)],
-    ["lease", config.lease === "table" ? `table (ttl ${formatDuration(config.leaseTtlMs)})` : "advisory"],
+    [
+      "lease",
+      config.lease === "table"
+        ? `table (ttl ${formatDuration(config.leaseTtlMs)})`
+        : `advisory (dead peer ${formatDuration(config.leaseDeadPeerMs)})`,
+    ],
     ["connectors dir", safeText(config.connectorsDir)],
     ["log level", config.logLevel],
     ["production", config.production ? "yes" : "no"],
@@ -83,9 +91,25 @@ export function formatCheckConfig(
       ? "configuration ok"
       : `configuration has ${problems} problem${problems === 1 ? "" : "s"}: ` +
         "an enabled supplier's connector is missing or invalid";
+  const fires: string[][] = [];
+  for (const supplier of config.suppliers) {
+    if (!supplier.cron) continue;
+    const { zone } = supplier.cron;
+    for (const [i, at] of cronFireTimes(supplier.cron, nowMs, 3).entries()) {
+      const utc = formatInZone(at, "UTC");
+      fires.push([
+        i === 0 ? supplier.name : "",
+        utc,
+        zone === "UTC" ? "" : `${formatInZone(at, zone)} (${zone})`,
+      ]);
+    }
+  }
   const lines = [
     "Schedule:",
     ...padColumns(rows).map((line) => `  ${line}`),
+    ...(fires.length > 0
+      ? ["", "Next fire times (UTC / zone):", ...padColumns(fires).map((l) => `  ${l}`.trimEnd())]
+      : []),
     "",
     "Settings:",
     ...settings.map((line) => `  ${line}`),

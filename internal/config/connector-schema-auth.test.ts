@@ -191,6 +191,57 @@ const rejections: [string, Record<string, unknown>, RegExp][] = [
     { auth: { ...session, login: { ...session.login, path: "/login/{sku}" } } },
     /auth\.login\.path: placeholder \{sku\} is not defined in a login request/,
   ],
+  [
+    "placeholder in a login path without pathParams",
+    { auth: { ...session, login: { ...session.login, path: "/token/{master_key}" } } },
+    /auth\.login\.path: placeholder \{master_key\} is not defined in a login request \(a login path takes only auth\.login\.pathParams\)/,
+  ],
+  [
+    "a pathParams key the login path does not use",
+    {
+      auth: {
+        ...session,
+        login: { ...session.login, path: "/token/{key}", pathParams: { key: "a", other: { env: "X" } } },
+      },
+    },
+    /auth\.login\.pathParams\.other: is not used in auth\.login\.path \(write \{other\} there\)/,
+  ],
+  [
+    "a pathParams value in the login query",
+    {
+      auth: {
+        ...session,
+        login: { ...session.login, path: "/token/{key}", query: { k: "{key}" }, pathParams: { key: "a" } },
+      },
+    },
+    /auth\.login\.query\.k: placeholder \{key\} is not defined in a login request/,
+  ],
+  [
+    "a pathParams name in upper case",
+    { auth: { ...session, login: { ...session.login, pathParams: { masterKey: "a" } } } },
+    /auth\.login\.pathParams\.masterKey: must be a lower-case placeholder name/,
+  ],
+  [
+    "{sku_list} inside a longer body string",
+    {
+      skus: { from: "file", file: "s.txt", batch: 50 },
+      request: { method: "POST", path: "/prices", body: { items: "codes: {sku_list}" } },
+    },
+    /request\.body\.items: placeholder \{sku_list\} is only a whole string of a JSON body/,
+  ],
+  [
+    "{sku_list} in a query",
+    {
+      skus: { from: "file", file: "s.txt", batch: 50 },
+      request: { path: "/prices", query: { ids: "{sku_list}" } },
+    },
+    /request\.query\.ids: placeholder \{sku_list\} is only a whole string of a JSON body/,
+  ],
+  [
+    "{sku_list} without a SKU list",
+    { request: { method: "POST", path: "/prices", body: { items: "{sku_list}" } } },
+    /request\.body\.items: placeholder \{sku_list\} is not defined by this walk \(it needs skus\)/,
+  ],
   ["errors rule without then", { errors: [{ path: "status.code", notIn: [200] }] }, /errors\.0\.then/],
   ["errors rule bad then", { errors: [{ path: "a", exists: true, then: "ignore" }] }, /errors\.0\.then/],
   [
@@ -267,4 +318,53 @@ t.test("placeholders: percent-encoded in a path, as is in body and form", async 
     ids: ["cab les", 1],
     q: { p: "cab les" },
   });
+});
+
+t.test(
+  "{sku_list}: a whole body string becomes the batch as a JSON array, in the main request and enrich",
+  async (t) => {
+    const def = connectorDefinitionSchema.parse({
+      ...base,
+      skus: { from: "file", file: "s.txt", batch: 50 },
+      request: { method: "POST", path: "/prices", body: { items: "{sku_list}", note: "{skus}" } },
+      enrich: [
+        {
+          request: { method: "POST", path: "/massprice", body: { items: "{sku_list}" } },
+          batch: 50,
+          key: "RSCode",
+          fields: { price: "Price.Personal" },
+        },
+      ],
+    });
+    t.equal(def.enrich?.length, 1);
+    t.same(
+      substituteJson({ items: "{sku_list}", note: "{skus}" }, { skus: "A1,B 2", sku_list: '["A1","B 2"]' }),
+      {
+        items: ["A1", "B 2"],
+        note: "A1,B 2",
+      },
+    );
+    t.same(
+      substituteJson({ items: "{sku_list}" }, {}),
+      { items: "{sku_list}" },
+      "left as written without a batch",
+    );
+  },
+);
+
+t.test("auth.login.pathParams: DKC's token URL with the master key in its path is valid", async (t) => {
+  const def = connectorDefinitionSchema.parse({
+    ...base,
+    auth: {
+      type: "session",
+      login: {
+        method: "GET",
+        path: "/auth.access.token/{master_key}",
+        pathParams: { master_key: { env: "DKC_MASTER_KEY" } },
+      },
+      token: { path: "access_token" },
+      send: { header: "AccessToken" },
+    },
+  });
+  t.equal(def.auth.type === "session" ? def.auth.login.path : "", "/auth.access.token/{master_key}");
 });

@@ -12,9 +12,14 @@ function issues(extra: Record<string, unknown>): string {
 }
 
 const remains = {
-  request: { path: "/api/v1/goods/{sku}/remains" },
+  request: { path: "/api/v1/goods/{sku}/remains", query: { type: "etm" } },
   records: { path: "data" },
-  fields: { stock: { jmespath: "sum(InfoStores[].Remain)" } },
+  fields: {
+    stock: {
+      jmespath: "InfoStores[?StoreType=='all'] | [0].StoreQuantRem",
+      else: { jmespath: "InfoStores[?StoreType!='all'].StoreQuantRem", sum: true },
+    },
+  },
 };
 
 t.test(
@@ -23,12 +28,12 @@ t.test(
     const etm = connectorDefinitionSchema.parse({
       ...base,
       skus: { from: "file", file: "etm-skus.txt", batch: 50 },
-      request: { path: "/api/v1/goods/{skus}/price", query: { type: "cli" } },
+      request: { path: "/api/v1/goods/{skus}/price", query: { type: "etm" } },
       enrich: [remains],
     });
     t.same(etm.skus, { from: "file", file: "etm-skus.txt", batch: 50, separator: ",", allowEmpty: false });
     t.equal(etm.enrich?.[0]?.batch, 1, "enrich batch defaults to 1");
-    t.same([...definedPlaceholders(etm)], ["skus"], "batch 50 defines {skus} only");
+    t.same([...definedPlaceholders(etm)], ["skus", "sku_list"], "batch 50 defines {skus} and {sku_list}");
     const sql = connectorDefinitionSchema.parse({
       ...base,
       skus: {
@@ -37,7 +42,11 @@ t.test(
       },
       request: { path: "/goods/{sku}" },
     });
-    t.same([...definedPlaceholders(sql)], ["skus", "sku"], "batch 1 defines {skus} and {sku}");
+    t.same(
+      [...definedPlaceholders(sql)],
+      ["skus", "sku_list", "sku"],
+      "batch 1 defines {skus}, {sku_list} and {sku}",
+    );
     const iek = connectorDefinitionSchema.parse({
       ...base,
       partitions: { request: { path: "/api/ddp" }, records: { path: "" }, value: "groupId" },

@@ -1,8 +1,21 @@
 import { compile as compileJmesPath } from "@jmespath-community/jmespath";
 import { z } from "zod";
-import { formatSchema, isStreamedFormat, STREAMED_MAX_RESPONSE_BYTES } from "../feeds/format-schema.js";
+import {
+  formatSchema,
+  isFlatFormat,
+  isStreamedFormat,
+  STREAMED_MAX_RESPONSE_BYTES,
+  XLS_MAX_RESPONSE_BYTES,
+} from "../feeds/format-schema.js";
 import { MODULE_FILE } from "./connector-module.js";
-import { KNOWN_PLACEHOLDERS, placeholdersIn, stringsIn } from "./placeholders.js";
+import {
+  datePatternProblem,
+  datePatternsIn,
+  KNOWN_PLACEHOLDERS,
+  placeholdersIn,
+  SKU_LIST,
+  stringsIn,
+} from "./placeholders.js";
 
 /**
  * The connector definition file `config/suppliers/<name>.json` (docs/connectors.md).
@@ -114,6 +127,16 @@ const loginSchema = z
     headers: z.record(headerName, secretValueSchema).default({}),
     body: z.unknown().optional(),
     form: z.record(z.string(), secretValueSchema).optional(),
+    /**
+     * Values of `{name}` placeholders in `path`, percent-encoded (a key in the URL's path, as
+     * DKC's `/auth.access.token/{master_key}`); secrets are redacted wherever the URL is shown.
+     */
+    pathParams: z
+      .record(
+        z.string().regex(/^[a-z][a-z0-9_]*$/, "must be a lower-case placeholder name, e.g. master_key"),
+        secretValueSchema,
+      )
+      .optional(),
   })
   .superRefine(checkRequestBody);
 
@@ -263,27 +286,80 @@ const scalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 const nullIf = z.array(scalar).min(1);
 const decimalSeparator = z.enum([",", "."]);
 
+/** The tests of `nullWhen`: exactly one per condition. */
+const NULL_WHEN_TESTS = ["equals", "in", "notIn", "exists", "contains"] as const;
+
+/**
+ * `nullWhen` (docs/connectors.md, Records and fields): a condition on the record the field is read
+ * from, shaped like a response condition (a `path` with exactly one test), plus `contains`
+ * (a string value holding that text). When it holds, the field is null.
+ */
+const nullWhen = z
+  .strictObject({
+    path: requiredDotPath,
+    equals: jsonScalar.optional(),
+    in: z.array(jsonScalar).min(1).optional(),
+    notIn: z.array(jsonScalar).min(1).optional(),
+    exists: z.boolean().optional(),
+    contains: z.string().min(1).optional(),
+  })
+  .superRefine((c, ctx) => {
+    if (NULL_WHEN_TESTS.filter((k) => c[k] !== undefined).length !== 1) {
+      ctx.addIssue({ code: "custom", message: "needs exactly one of equals, in, notIn, exists or contains" });
+    }
+  });
+
+const FIELD_SPEC_FORMS = "must be a dot path, or an object with one of path, jmespath or const";
+
 /**
  * Where a field's value comes from (docs/connectors.md, Records and fields): a dot path, `{path}`, `{jmespath}`
- * or `{const}`; `nullIf` turns listed values into null; `decimalSeparator` (price and
- * stock) reads `"1 234,50"` as 1234.50.
+ * or `{const}`; `else` (a spec of those forms) is read when the first finds nothing; `nullIf`
+ * turns listed values into null, `nullWhen` a condition on the record. Price, stock and
+ * attributes: `sum` adds the list (or object values) found as exact decimals, nothing found
+ * being no value; `decimalSeparator` reads `"1 234,50"` as 1234.50.
  */
-function fieldSpec(numeric: boolean) {
-  const extra = numeric
-    ? { nullIf: nullIf.optional(), decimalSeparator: decimalSeparator.optional() }
-    : { nullIf: nullIf.optional() };
+function fieldSpec(numeric: boolean, path: z.ZodType<string> = dotPath) {
+  const requiredPath = path.refine((p) => p.length > 0, "must not be empty");
+  const modifiers = numeric
+    ? {
+        nullIf: nullIf.optional(),
+        nullWhen: nullWhen.optional(),
+        decimalSeparator: decimalSeparator.optional(),
+      }
+    : { nullIf: nullIf.optional(), nullWhen: nullWhen.optional() };
+  const sum = numeric ? { sum: z.boolean().optional() } : {};
+  const fallback = z.union(
+    [
+      requiredPath,
+      z.strictObject({ path, ...sum }),
+      z.strictObject({ jmespath: jmesPath, ...sum }),
+      z.strictObject({ const: scalar }),
+    ],
+    { error: FIELD_SPEC_FORMS },
+  );
   return z.union(
     [
-      requiredDotPath,
-      z.strictObject({ path: dotPath, ...extra }),
-      z.strictObject({ jmespath: jmesPath, ...extra }),
-      z.strictObject({ const: scalar, ...extra }),
+      requiredPath,
+      z.strictObject({ path, ...modifiers, ...sum, else: fallback.optional() }),
+      z.strictObject({ jmespath: jmesPath, ...modifiers, ...sum, else: fallback.optional() }),
+      z.strictObject({ const: scalar, ...modifiers }),
     ],
-    { error: "must be a dot path, or an object with one of path, jmespath or const" },
+    { error: FIELD_SPEC_FORMS },
   );
 }
 const textField = fieldSpec(false);
 const numericField = fieldSpec(true);
+/**
+ * A column's header text as a whole (`Цена, руб. с НДС`): the paths of a workbook's flat
+ * records (docs/feeds.md, Workbooks). The main `fields` and `attributes` take it, and the
+ * definition checks them as dot paths unless `format` is a workbook.
+ */
+const columnPath = z
+  .string()
+  .max(1_000)
+  .regex(/^[^\u0000-\u001f]*$/, "must not hold control characters");
+const textColumnField = fieldSpec(false, columnPath);
+const numericColumnField = fieldSpec(true, columnPath);
 
 /** Attribute names (keys of `attributes`): identifiers, kept as JSON object keys. */
 const attributeName = z
@@ -305,6 +381,13 @@ const requestShape = {
   body: z.unknown().optional(),
   /** Form of a POST, sent as application/x-www-form-urlencoded. */
   form: z.record(z.string(), z.string()).optional(),
+  /** A dated file (`{date:…}` in path or query): a 404 tries the day before, up to this many days back. */
+  dateFallbackDays: z
+    .number({ error: "must be a number" })
+    .int("must be an integer")
+    .min(0, "must be at least 0")
+    .max(366, "must be at most 366")
+    .optional(),
 };
 
 /** A request template of a partition list or an enrichment (docs/connectors.md, Requests): the main request's keys. */
@@ -385,6 +468,18 @@ const enrichSchema = z
     }
   });
 
+/** `fields` of a definition: paths are dot paths, or header texts of a workbook's columns (checked by the definition). */
+const definitionFieldsSchema = z.strictObject({
+  sku: textColumnField,
+  price: numericColumnField.optional(),
+  name: textColumnField.optional(),
+  currency: textColumnField.optional(),
+  stock: numericColumnField.optional(),
+});
+const definitionAttributesSchema = z
+  .record(attributeName, numericColumnField)
+  .refine((a) => Object.keys(a).length <= MAX_ATTRIBUTES, `at most ${MAX_ATTRIBUTES} attributes`);
+
 /** The main record's field specs (docs/connectors.md, Records and fields); also what a connector module's `lib.normalizeRecords` takes. */
 export const fieldsSchema = z.strictObject({
   sku: textField,
@@ -394,6 +489,28 @@ export const fieldsSchema = z.strictObject({
   currency: textField.optional(),
   stock: numericField.optional(),
 });
+
+/**
+ * The guards (docs/connectors.md, Guards), each key tunable; the defaults are those of a
+ * definition without `guards`.
+ */
+const guardSettingsSchema = z.strictObject({
+  /** A complete walk that would delist more than this share of the listed offers ... */
+  maxDelistRatio: z.number().min(0, "must be from 0 to 1").max(1, "must be from 0 to 1").default(0.25),
+  /** ... and more than this many offers holds the delisting. */
+  minDelistCount: z.number().int("must be a whole number").min(0, "must not be negative").default(20),
+  /** A price at least this many times its stored one, or at most its 1/factor, is held. */
+  priceJumpFactor: z.number().gt(1, "must be greater than 1").max(1e6, "must be at most 1000000").default(10),
+  /** An offer whose currency differs from its stored one is held. */
+  currencyChange: z.boolean().default(true),
+});
+
+export const guardsSchema = z
+  .union([z.literal(false), guardSettingsSchema], {
+    error: (issue) =>
+      issue.code === "invalid_union" ? "must be false or an object of guard settings" : undefined,
+  })
+  .default(() => guardSettingsSchema.parse({}));
 
 export const connectorDefinitionSchema = z
   .strictObject({
@@ -446,9 +563,9 @@ export const connectorDefinitionSchema = z
      */
     conditional: z.boolean().default(true),
     records: z.strictObject({ path: dotPath }).prefault({ path: "" }),
-    fields: fieldsSchema.optional(),
+    fields: definitionFieldsSchema.optional(),
     /** Further supplier data kept with each offer as one JSON object (`supplier_offers.attributes`). */
-    attributes: attributesSchema.optional(),
+    attributes: definitionAttributesSchema.optional(),
     /** Walk the main request once per partition value, `{partition}` substituted (docs/connectors.md, Partitions). */
     partitions: partitionsSchema.optional(),
     /** Walk the main request once per batch of SKUs, `{skus}`/`{sku}` substituted (docs/connectors.md, SKU lists). */
@@ -462,6 +579,8 @@ export const connectorDefinitionSchema = z
     /** Absent: 52,428,800 for a JSON body read whole, 4 GiB (decompressed) for a streamed format (docs/feeds.md). */
     maxResponseBytes: z.number().int().positive().optional(),
     maxRejectRatio: z.number().min(0).max(1).default(0.5),
+    /** Hold implausible data for an operator (docs/connectors.md, Guards): on by default; `false` turns them off. */
+    guards: guardsSchema,
     /** Deepest JSON nesting accepted in a response body. */
     maxJsonDepth: z.number().int().min(2).max(1_000).default(64),
     /** Most records accepted on one page. */
@@ -509,6 +628,7 @@ export const connectorDefinitionSchema = z
     }
     checkFeedCombinations(def, ctx);
     checkPlaceholders(def, ctx);
+    checkFieldPaths(def, ctx);
   })
   .transform((def) => ({
     ...def,
@@ -520,9 +640,47 @@ export const connectorDefinitionSchema = z
 export const DEFAULT_MAX_RESPONSE_BYTES = 52_428_800;
 
 function defaultMaxResponseBytes(format: z.output<typeof formatSchema> | undefined): number {
+  if (format?.type === "xls") return XLS_MAX_RESPONSE_BYTES;
   return format !== undefined && isStreamedFormat(format)
     ? STREAMED_MAX_RESPONSE_BYTES
     : DEFAULT_MAX_RESPONSE_BYTES;
+}
+
+const DOT_PATH = /^$|^[^.\s]+(\.[^.\s]+)*$/;
+
+/** Field paths are dot paths unless the records are flat rows of a CSV or a workbook (docs/feeds.md). */
+function checkFieldPaths(
+  def: {
+    format?: z.output<typeof formatSchema> | undefined;
+    fields?: Record<string, unknown> | undefined;
+    attributes?: Record<string, unknown> | undefined;
+  },
+  ctx: z.RefinementCtx,
+): void {
+  if (def.format !== undefined && isFlatFormat(def.format)) return;
+  const check = (spec: unknown, at: (string | number)[]) => {
+    if (typeof spec === "string") {
+      if (!DOT_PATH.test(spec))
+        ctx.addIssue({
+          code: "custom",
+          path: at,
+          message: "must be a dot path like data.items (no empty segments)",
+        });
+      return;
+    }
+    if (spec === null || typeof spec !== "object") return;
+    const o = spec as { path?: unknown; else?: unknown };
+    if (typeof o.path === "string" && !DOT_PATH.test(o.path)) {
+      ctx.addIssue({
+        code: "custom",
+        path: [...at, "path"],
+        message: "must be a dot path like data.items (no empty segments)",
+      });
+    }
+    if (o.else !== undefined) check(o.else, [...at, "else"]);
+  };
+  for (const [k, v] of Object.entries(def.fields ?? {})) check(v, ["fields", k]);
+  for (const [k, v] of Object.entries(def.attributes ?? {})) check(v, ["attributes", k]);
 }
 
 /** A streamed format or an export job is one file: no pagination, partitions or SKU lists (docs/feeds.md, including Export jobs). */
@@ -575,6 +733,7 @@ export function definedPlaceholders(def: {
   if (def.partitions !== undefined) names.add("partition");
   if (def.skus !== undefined) {
     names.add("skus");
+    names.add("sku_list");
     if (def.skus.batch === 1) names.add("sku");
   }
   return names;
@@ -582,7 +741,7 @@ export function definedPlaceholders(def: {
 
 /** Placeholders of an enrichment request: its own batch of SKUs, and the walk's partition. */
 function enrichPlaceholders(def: { partitions?: unknown }, batch: number): ReadonlySet<string> {
-  const names = new Set<string>(["skus"]);
+  const names = new Set<string>(["skus", "sku_list"]);
   if (batch === 1) names.add("sku");
   if (def.partitions !== undefined) names.add("partition");
   return names;
@@ -629,8 +788,21 @@ function checkRequestPlaceholders(
   ctx: z.RefinementCtx,
 ): void {
   const check = (text: string, path: (string | number)[]) => {
+    const dated = path[path.length - 1] === "path" || path[path.length - 2] === "query";
+    for (const pattern of datePatternsIn(text)) {
+      const problem = dated
+        ? datePatternProblem(pattern)
+        : "placeholder {date:…} is only filled in a request's path and query";
+      if (problem !== undefined) ctx.addIssue({ code: "custom", path, message: problem });
+    }
     for (const name of placeholdersIn(text)) {
-      if (!defined.has(name)) {
+      if (name === "sku_list" && defined.has(name) && !(path[at.length] === "body" && text === SKU_LIST)) {
+        ctx.addIssue({
+          code: "custom",
+          path,
+          message: `placeholder {sku_list} is only a whole string of a JSON body ("items": "{sku_list}"), replaced by the batch as an array`,
+        });
+      } else if (!defined.has(name)) {
         const known = (KNOWN_PLACEHOLDERS as readonly string[]).includes(name);
         ctx.addIssue({
           code: "custom",
@@ -655,18 +827,32 @@ function checkLoginPlaceholders(def: { auth: AuthShape }, ctx: z.RefinementCtx):
     // A login belongs to no partition, batch or job: it defines no placeholder.
     const login = def.auth.login;
     const none = new Set<string>();
-    const checkLogin = (text: unknown, path: (string | number)[]) => {
+    const checkLogin = (text: unknown, path: (string | number)[], defined = none) => {
       if (typeof text !== "string") return;
       for (const name of placeholdersIn(text)) {
-        if (!none.has(name))
+        if (!defined.has(name))
           ctx.addIssue({
             code: "custom",
             path,
-            message: `placeholder {${name}} is not defined in a login request`,
+            message:
+              path[2] === "path"
+                ? `placeholder {${name}} is not defined in a login request (a login path takes only auth.login.pathParams)`
+                : `placeholder {${name}} is not defined in a login request`,
           });
       }
     };
-    checkLogin(login.path, ["auth", "login", "path"]);
+    // Only the path takes placeholders, and only those of pathParams.
+    const params = new Set(Object.keys(login.pathParams ?? {}));
+    checkLogin(login.path, ["auth", "login", "path"], params);
+    const used = new Set(placeholdersIn(login.path));
+    for (const name of params) {
+      if (!used.has(name))
+        ctx.addIssue({
+          code: "custom",
+          path: ["auth", "login", "pathParams", name],
+          message: `is not used in auth.login.path (write {${name}} there)`,
+        });
+    }
     for (const [k, v] of Object.entries(login.query)) checkLogin(v, ["auth", "login", "query", k]);
     for (const [text, at] of stringsIn(login.body, ["auth", "login", "body"])) checkLogin(text, at);
     for (const [k, v] of Object.entries(login.form ?? {})) checkLogin(v, ["auth", "login", "form", k]);
@@ -712,7 +898,9 @@ export type ConditionDefinition = z.output<typeof conditionSchema>;
 export type ErrorRuleDefinition = ConnectorDefinition["errors"][number];
 export type AttributesDefinition = NonNullable<ConnectorDefinition["attributes"]>;
 export type FieldSpec = NonNullable<FieldsDefinition["price"]>;
+export type NullWhenDefinition = z.output<typeof nullWhen>;
 export type PartitionsDefinition = NonNullable<ConnectorDefinition["partitions"]>;
 export type SkusDefinition = NonNullable<ConnectorDefinition["skus"]>;
 export type EnrichDefinition = NonNullable<ConnectorDefinition["enrich"]>[number];
 export type ExportDefinition = NonNullable<ConnectorDefinition["export"]>;
+export type GuardsDefinition = ConnectorDefinition["guards"];

@@ -6,6 +6,7 @@ import { errorMessage } from "../platform/errors.js";
 import type { SecretRegistry } from "../platform/redact.js";
 import { isModuleFile, loadModuleFile } from "./connector-module.js";
 import { connectorDefinitionSchema } from "./connector-schema.js";
+import { describeJsonError, withMissingKeys } from "./json-text.js";
 import { SUPPLIER_NAME } from "./suppliers.js";
 import type { Config, ConnectorStatus } from "./types.js";
 
@@ -20,10 +21,14 @@ import type { Config, ConnectorStatus } from "./types.js";
 /** Connector files are a few kilobytes; a huge one is a mistake, not a config. */
 const MAX_CONNECTOR_FILE_BYTES = 1024 * 1024;
 
-/** One line per zod issue, `path: message`, e.g. `auth.tokenEnv: ...` or `Unrecognized key: "bogus"`. */
-export function formatSchemaIssues(issues: readonly z.core.$ZodIssue[]): string {
-  return issues
-    .flatMap((issue) => unwrapUnion(issue, []))
+/**
+ * One line per zod issue, `path: message`, e.g. `auth.tokenEnv: ...`, `Unrecognized key: "bogus"`
+ * or, with the `input` checked, `records: missing (required: object)`.
+ */
+export function formatSchemaIssues(issues: readonly z.core.$ZodIssue[], input?: unknown): string {
+  const unwrapped = issues.flatMap((issue) => unwrapUnion(issue, []));
+  // Given the input, a required key it lacks says `missing`.
+  return (input === undefined ? unwrapped : withMissingKeys(unwrapped, input))
     .map((issue) => {
       const path = issue.path.map(String).join(".");
       return path ? `${path}: ${issue.message}` : issue.message;
@@ -96,10 +101,10 @@ async function readConnector(
   try {
     json = JSON.parse(text);
   } catch (err) {
-    return invalid(path, `invalid JSON: ${errorMessage(err)}`);
+    return invalid(path, describeJsonError(text, errorMessage(err)));
   }
   const parsed = connectorDefinitionSchema.safeParse(json);
-  if (!parsed.success) return invalid(path, formatSchemaIssues(parsed.error.issues));
+  if (!parsed.success) return invalid(path, formatSchemaIssues(parsed.error.issues, json));
   try {
     checkAuthSecrets(parsed.data.auth, {
       connectorsDir: config.connectorsDir,

@@ -25,6 +25,7 @@ t.test("defaults", async (t) => {
   t.equal(config.logLevel, "info");
   t.equal(config.lease, "advisory");
   t.equal(config.leaseTtlMs, 60_000);
+  t.equal(config.leaseDeadPeerMs, 30_000);
   t.equal(config.production, false);
 });
 
@@ -40,6 +41,7 @@ t.test("every variable set", async (t) => {
     SUPPLIER_SYNC_LOG_LEVEL: "DEBUG",
     SUPPLIER_SYNC_LEASE: "Table",
     SUPPLIER_SYNC_LEASE_TTL: "1m30s",
+    SUPPLIER_SYNC_LEASE_DEAD_PEER: "45s",
     NODE_ENV: "production",
   });
   t.equal(config.databaseUrl, "postgresql://app:pw@db:5432/catalog");
@@ -52,6 +54,7 @@ t.test("every variable set", async (t) => {
   t.equal(config.logLevel, "debug");
   t.equal(config.lease, "table");
   t.equal(config.leaseTtlMs, 90_000);
+  t.equal(config.leaseDeadPeerMs, 45_000);
   t.equal(config.production, true);
 });
 
@@ -79,6 +82,21 @@ const bad: Array<[why: string, env: Record<string, string | undefined>, mustName
     ["unknown lease", { SUPPLIER_SYNC_LEASE: "foo" }, ["SUPPLIER_SYNC_LEASE", '"foo"', "advisory", "table"]],
     ["lease TTL not a duration", { SUPPLIER_SYNC_LEASE_TTL: "soon" }, ["SUPPLIER_SYNC_LEASE_TTL", '"soon"']],
     ["lease TTL under 1s", { SUPPLIER_SYNC_LEASE_TTL: "0s" }, ["SUPPLIER_SYNC_LEASE_TTL", "1s"]],
+    [
+      "dead-peer bound not a duration",
+      { SUPPLIER_SYNC_LEASE_DEAD_PEER: "soon" },
+      ["SUPPLIER_SYNC_LEASE_DEAD_PEER", '"soon"', "duration"],
+    ],
+    [
+      "dead-peer bound under 3s",
+      { SUPPLIER_SYNC_LEASE_DEAD_PEER: "2s" },
+      ["SUPPLIER_SYNC_LEASE_DEAD_PEER", '"2s"', "3s", "1h"],
+    ],
+    [
+      "dead-peer bound over 1h",
+      { SUPPLIER_SYNC_LEASE_DEAD_PEER: "1h1s" },
+      ["SUPPLIER_SYNC_LEASE_DEAD_PEER", '"1h1s"', "3s", "1h"],
+    ],
     ["suppliers malformed", { SUPPLIER_SYNC_SUPPLIERS: "etm" }, ["SUPPLIER_SYNC_SUPPLIERS", '"etm"']],
     [
       "retired tick interval",

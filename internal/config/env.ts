@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { isIPv6 } from "node:net";
 import { resolve } from "node:path";
 import { formatDuration, parseDuration } from "../platform/duration.js";
@@ -5,6 +6,7 @@ import { ConfigError } from "../platform/errors.js";
 import { redactUrlCredentials, stripControl } from "../platform/redact.js";
 import { parseSuppliers, quoteToken, SUPPLIERS_VAR } from "./suppliers.js";
 import type { Config } from "./types.js";
+import { parseEventsConfig } from "./webhook-env.js";
 
 /**
  * The environment → {@link Config}. This module never touches `process.env`:
@@ -31,6 +33,7 @@ const DEFAULTS = {
   logLevel: "info",
   lease: "advisory",
   leaseTtl: "60s",
+  leaseDeadPeer: "30s",
 } as const;
 
 /** `SUPPLIER_SYNC_LEASE` values (docs/operations.md, Choosing the lease). */
@@ -42,6 +45,13 @@ const MAX_SHUTDOWN_TIMEOUT_MS = 3_600_000;
 const MAX_RETRY_BACKOFF_MS = 86_400_000;
 /** A table lease longer than this would leave a killed holder's supplier idle for over an hour. */
 const MAX_LEASE_TTL_MS = 3_600_000;
+/**
+ * `SUPPLIER_SYNC_LEASE_DEAD_PEER` bounds (docs/operations.md, Choosing the lease): under 3 s
+ * a busy network would drop healthy sessions (the keepalive probes are whole seconds);
+ * over an hour leaves a partitioned holder's supplier idle for longer than that.
+ */
+const MIN_LEASE_DEAD_PEER_MS = 3_000;
+const MAX_LEASE_DEAD_PEER_MS = 3_600_000;
 
 /** libpq connection parameters that carry a secret when given in the URL query. */
 const SECRET_QUERY_PARAMS = new Set(["password", "sslpassword"]);
@@ -75,6 +85,37 @@ export function redactDatabaseUrl(text: string): string {
 function present(env: Record<string, string | undefined>, name: string): string | undefined {
   const value = env[name];
   return value === undefined || value.trim() === "" ? undefined : value.trim();
+}
+
+/** Shortest admin token accepted: it guards every console action. */
+export const MIN_ADMIN_TOKEN_LENGTH = 16;
+
+/**
+ * `SUPPLIER_SYNC_ADMIN_TOKEN` or `SUPPLIER_SYNC_ADMIN_TOKEN_FILE` (a mounted secret, its content
+ * trimmed): enables the console's actions. Unset: undefined, the console is read-only.
+ */
+function parseAdminToken(env: Record<string, string | undefined>, cwd: string): string | undefined {
+  const direct = present(env, "SUPPLIER_SYNC_ADMIN_TOKEN");
+  const file = present(env, "SUPPLIER_SYNC_ADMIN_TOKEN_FILE");
+  if (direct !== undefined && file !== undefined) {
+    throw new ConfigError("set SUPPLIER_SYNC_ADMIN_TOKEN or SUPPLIER_SYNC_ADMIN_TOKEN_FILE, not both");
+  }
+  let token = direct;
+  if (file !== undefined) {
+    try {
+      token = readFileSync(resolve(cwd, file), "utf8").trim();
+    } catch (err) {
+      throw new ConfigError(
+        `SUPPLIER_SYNC_ADMIN_TOKEN_FILE: cannot read ${quoteToken(file)} (${(err as NodeJS.ErrnoException).code ?? "error"})`,
+      );
+    }
+  }
+  if (token !== undefined && token.length < MIN_ADMIN_TOKEN_LENGTH) {
+    throw new ConfigError(
+      `SUPPLIER_SYNC_ADMIN_TOKEN${file !== undefined ? "_FILE" : ""}: the token must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters`,
+    );
+  }
+  return token;
 }
 
 function parseDatabaseUrl(value: string | undefined, production: boolean): string | undefined {
@@ -135,14 +176,22 @@ function parseCount(name: string, value: string | undefined, fallback: number, m
   return n;
 }
 
-function parseDurationVar(name: string, value: string | undefined, fallback: string, maxMs: number): number {
+function parseDurationVar(
+  name: string,
+  value: string | undefined,
+  fallback: string,
+  maxMs: number,
+  minMs = 1_000,
+): number {
   const text = value ?? fallback;
   const ms = parseDuration(text);
   if (ms === undefined) {
     throw new ConfigError(`${name} ${quoteToken(text)} is not a duration (units s, m, h, d, e.g. 25s, 1m)`);
   }
-  if (ms < 1_000 || ms > maxMs) {
-    throw new ConfigError(`${name} ${quoteToken(text)} must be between 1s and ${formatDuration(maxMs)}`);
+  if (ms < minMs || ms > maxMs) {
+    throw new ConfigError(
+      `${name} ${quoteToken(text)} must be between ${formatDuration(minMs)} and ${formatDuration(maxMs)}`,
+    );
   }
   return ms;
 }
@@ -256,6 +305,15 @@ export function loadConfig(
     DEFAULTS.leaseTtl,
     MAX_LEASE_TTL_MS,
   );
+  const leaseDeadPeerMs = parseDurationVar(
+    "SUPPLIER_SYNC_LEASE_DEAD_PEER",
+    present(env, "SUPPLIER_SYNC_LEASE_DEAD_PEER"),
+    DEFAULTS.leaseDeadPeer,
+    MAX_LEASE_DEAD_PEER_MS,
+    MIN_LEASE_DEAD_PEER_MS,
+  );
+
+  const adminToken = ignoreSuppliers ? undefined : parseAdminToken(env, cwd);
 
   // A copy, so later mutation of the caller's object (or of process.env) changes nothing.
   const snapshot = new Map(Object.entries(env));
@@ -271,8 +329,11 @@ export function loadConfig(
     logLevel,
     lease,
     leaseTtlMs,
+    leaseDeadPeerMs,
     production,
     testClockSkewMs,
+    ...(adminToken === undefined ? {} : { adminToken }),
     readSecretEnv: (name) => snapshot.get(name),
+    events: parseEventsConfig(env, cwd),
   };
 }

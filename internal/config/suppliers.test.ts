@@ -99,3 +99,51 @@ t.test("formatSuppliers is the inverse of parseSuppliers", async (t) => {
   }
   t.equal(formatSuppliers(parseSuppliers("etm:1h30m,iek:90s:false")), "etm:1h30m:true,iek:1m30s:false");
 });
+
+t.test(
+  "cron schedules: 5 or 6 fields, optional zone, commas and colons stay inside the parentheses",
+  async (t) => {
+    const now = Date.parse("2026-12-05T00:00:00Z");
+    const list = parseSuppliers(
+      "etm:cron(0 3 * * * @Europe/Moscow):true, iek:cron(0 3,15 * * 1-5), fast:cron(*/5 * * * * *):false,sys:6h",
+      now,
+    );
+    t.same(
+      list.map((s) => [s.name, s.cron, s.intervalMs, s.enabled]),
+      [
+        ["etm", { expression: "0 3 * * *", zone: "Europe/Moscow" }, 24 * H, true],
+        ["iek", { expression: "0 3,15 * * 1-5", zone: "UTC" }, 12 * H, true],
+        ["fast", { expression: "*/5 * * * * *", zone: "UTC" }, 5_000, false],
+        ["sys", undefined, 6 * H, true],
+      ],
+    );
+    t.equal(
+      formatSuppliers(list),
+      "etm:cron(0 3 * * * @Europe/Moscow):true,iek:cron(0 3,15 * * 1-5):true,fast:cron(*/5 * * * * *):false,sys:6h:true",
+    );
+    t.same(parseSuppliers(formatSuppliers(list), now), list, "formatSuppliers is still the inverse");
+  },
+);
+
+t.test("bad cron schedules are ConfigErrors naming the entry and what is wrong", async (t) => {
+  const cases: Array<[input: string, mustName: string[]]> = [
+    [
+      "etm:cron(0 3 * * * @Mars/Olympus)",
+      ['"etm:cron(0 3 * * * @Mars/Olympus)"', 'unknown time zone "Mars/Olympus"'],
+    ],
+    ["etm:cron(0 3 * *)", ['"etm:cron(0 3 * *)"', 'malformed expression "0 3 * *"']],
+    ["etm:cron(61 * * * *)", ["malformed expression", "minute"]],
+    ["etm:cron(0 0 3 * * * 2027)", ["malformed expression", "7 parts"]],
+    ["etm:cron()", ["has no expression"]],
+    ["etm:cron(0 3 * * * @)", ["empty time zone"]],
+    ["etm:cron(0 0 30 2 *)", ["does not fire repeatedly"]],
+    ["etm:cron(0 3 * * *", ["must be cron(<expr>)"]],
+  ];
+  for (const [input, mustName] of cases) {
+    const err = t.throws(() => parseSuppliers(input)) as Error;
+    t.type(err, ConfigError, input);
+    t.match(err.message, /^SUPPLIER_SYNC_SUPPLIERS: entry /, `${input}: names the variable and entry`);
+    for (const token of mustName)
+      t.ok(err.message.includes(token), `${input}: ${err.message} includes ${token}`);
+  }
+});

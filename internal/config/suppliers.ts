@@ -1,9 +1,12 @@
+import { type CronSpec, CronSpecError, checkCronSpec, shortestCronSlotMs } from "../ingestion/cron-slots.js";
 import { formatDuration, parseDuration } from "../platform/duration.js";
 import { ConfigError } from "../platform/errors.js";
 import type { SupplierConfig } from "./types.js";
 
 /**
  * `SUPPLIER_SYNC_SUPPLIERS`: `name:interval[:enabled]`, comma separated (docs/operations.md, Environment).
+ * The interval may be a cron schedule instead, `cron(<expr>)` or `cron(<expr> @<zone>)`
+ * (docs/operations.md, Schedules); commas and colons inside its parentheses belong to it.
  *
  * Invariants of every list this module returns: at least one entry, names match
  * {@link SUPPLIER_NAME}, no duplicate names, intervals are whole seconds between
@@ -58,14 +61,58 @@ function parseInterval(token: string, entry: string): number {
   return ms;
 }
 
+const CRON_TOKEN = /^cron\((.*)\)$/s;
+
+/**
+ * Parses `cron(<expr>)` / `cron(<expr> @<zone>)`: croner syntax, 5 fields or 6 with
+ * seconds first, read in the IANA zone (UTC by default). `nowMs` only anchors the check
+ * that the expression fires repeatedly.
+ */
+function parseCron(token: string, entry: string, nowMs: number): CronSpec {
+  const where = `entry ${quoteToken(entry)}: schedule ${quoteToken(token)}`;
+  const inner = CRON_TOKEN.exec(token)?.[1]?.trim() ?? "";
+  const at = inner.lastIndexOf("@");
+  const expression = (at < 0 ? inner : inner.slice(0, at)).trim().replace(/\s+/g, " ");
+  const zone = at < 0 ? "UTC" : inner.slice(at + 1).trim();
+  if (expression === "") reject(`${where} has no expression (e.g. cron(0 3 * * * @Europe/Moscow))`);
+  if (at >= 0 && zone === "") reject(`${where} has an empty time zone after @`);
+  const spec = { expression, zone };
+  try {
+    checkCronSpec(spec, nowMs);
+  } catch (err) {
+    if (err instanceof CronSpecError) reject(`${where}: ${err.message}`);
+    throw err;
+  }
+  return spec;
+}
+
+/** Splits on `separator` outside parentheses, so a cron expression keeps its commas and colons. */
+function splitOutsideParens(text: string, separator: string): string[] {
+  const parts: string[] = [];
+  let depth = 0;
+  let current = "";
+  for (const c of text) {
+    if (c === "(") depth++;
+    else if (c === ")") depth = Math.max(0, depth - 1);
+    if (c === separator && depth === 0) {
+      parts.push(current);
+      current = "";
+    } else {
+      current += c;
+    }
+  }
+  parts.push(current);
+  return parts;
+}
+
 function parseEnabled(token: string, entry: string): boolean {
   if (token === "true") return true;
   if (token === "false") return false;
   return reject(`entry ${quoteToken(entry)}: enabled flag ${quoteToken(token)} must be true or false`);
 }
 
-function parseEntry(entry: string): SupplierConfig {
-  const parts = entry.split(":").map((part) => part.trim());
+function parseEntry(entry: string, nowMs: number): SupplierConfig {
+  const parts = splitOutsideParens(entry, ":").map((part) => part.trim());
   if (parts.length < 2 || parts.length > 3) {
     reject(
       `malformed entry ${quoteToken(entry)}: expected name:interval[:enabled], got ${parts.length} part(s)`,
@@ -78,11 +125,17 @@ function parseEntry(entry: string): SupplierConfig {
         "(lower-case letter first, then lower-case letters, digits, _ or -, at most 63 characters)",
     );
   }
-  return {
-    name,
-    intervalMs: parseInterval(interval, entry),
-    enabled: enabled === undefined ? true : parseEnabled(enabled, entry),
-  };
+  const flag = enabled === undefined ? true : parseEnabled(enabled, entry);
+  if (interval.startsWith("cron(") || interval.startsWith("cron ")) {
+    if (!CRON_TOKEN.test(interval)) {
+      reject(
+        `entry ${quoteToken(entry)}: schedule ${quoteToken(interval)} must be cron(<expr>) or cron(<expr> @<zone>)`,
+      );
+    }
+    const cron = parseCron(interval, entry, nowMs);
+    return { name, intervalMs: shortestCronSlotMs(cron, nowMs), enabled: flag, cron };
+  }
+  return { name, intervalMs: parseInterval(interval, entry), enabled: flag };
 }
 
 /**
@@ -92,17 +145,17 @@ function parseEntry(entry: string): SupplierConfig {
  *
  * @throws ConfigError naming `SUPPLIER_SYNC_SUPPLIERS` and the offending token.
  */
-export function parseSuppliers(text: string | undefined): SupplierConfig[] {
+export function parseSuppliers(text: string | undefined, nowMs: number = Date.now()): SupplierConfig[] {
   if (text === undefined || text.trim() === "") {
     reject("is required: a comma-separated list of name:interval[:enabled], e.g. etm:6h:true,iek:12h");
   }
   const suppliers: SupplierConfig[] = [];
   const seen = new Set<string>();
-  const entries = text.split(",");
+  const entries = splitOutsideParens(text, ",");
   for (const [index, raw] of entries.entries()) {
     const entry = raw.trim();
     if (entry === "") reject(`entry ${index + 1} of ${entries.length} is empty (stray comma?)`);
-    const supplier = parseEntry(entry);
+    const supplier = parseEntry(entry, nowMs);
     if (seen.has(supplier.name)) reject(`duplicate supplier name ${quoteToken(supplier.name)}`);
     seen.add(supplier.name);
     suppliers.push(supplier);
@@ -115,5 +168,11 @@ export function parseSuppliers(text: string | undefined): SupplierConfig[] {
 
 /** Inverse of {@link parseSuppliers}: `parseSuppliers(formatSuppliers(x))` equals `x` for every valid `x`. */
 export function formatSuppliers(suppliers: readonly SupplierConfig[]): string {
-  return suppliers.map((s) => `${s.name}:${formatDuration(s.intervalMs)}:${s.enabled}`).join(",");
+  return suppliers.map((s) => `${s.name}:${formatSchedule(s)}:${s.enabled}`).join(",");
+}
+
+/** A supplier's schedule as `SUPPLIER_SYNC_SUPPLIERS` writes it: `6h`, `cron(0 3 * * * @Europe/Moscow)`. */
+export function formatSchedule(s: SupplierConfig): string {
+  if (s.cron) return `cron(${s.cron.expression}${s.cron.zone === "UTC" ? "" : ` @${s.cron.zone}`})`;
+  return formatDuration(s.intervalMs);
 }

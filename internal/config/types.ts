@@ -1,13 +1,21 @@
 import type { ConnectorModule } from "../connectors/registry.js";
+import type { CronSpec } from "../ingestion/cron-slots.js";
 import type { ConnectorDefinition } from "./connector-schema.js";
+import type { EventsConfig } from "./webhook-env.js";
 
 /** One entry of `SUPPLIER_SYNC_SUPPLIERS`. */
 export interface SupplierConfig {
   /** Matches `^[a-z][a-z0-9_-]{0,62}$`. */
   name: string;
-  /** Slot length; also the ticker interval. At least 1 s. */
+  /**
+   * Slot length; also the ticker interval. At least 1 s. For a `cron(…)` schedule, the
+   * shortest of its next slots (display and cache sizing only: slot arithmetic goes
+   * through internal/ingestion/slots.ts, which reads `cron`).
+   */
   intervalMs: number;
   enabled: boolean;
+  /** A `cron(<expr> @<zone>)` schedule instead of an interval: slots run from one fire time to the next. */
+  cron?: CronSpec;
 }
 
 /** The whole validated configuration of one process. Built only by `loadConfig`. */
@@ -31,6 +39,12 @@ export interface Config {
   lease: "advisory" | "table";
   /** `SUPPLIER_SYNC_LEASE_TTL`: time until an unrenewed table lease can be taken over. */
   leaseTtlMs: number;
+  /**
+   * `SUPPLIER_SYNC_LEASE_DEAD_PEER`: how soon the database drops the session of a lease
+   * holder it cannot reach (the lease session's TCP keepalive and user timeout), and
+   * the base of every lease-connection deadline (internal/lease/deadlines.ts).
+   */
+  leaseDeadPeerMs: number;
   production: boolean;
   /**
    * `SUPPLIER_SYNC_TEST_CLOCK_SKEW`: added to this process's host clock, for tests that
@@ -38,10 +52,17 @@ export interface Config {
    */
   testClockSkewMs: number;
   /**
+   * `SUPPLIER_SYNC_ADMIN_TOKEN` / `_FILE`: enables the console's actions (pause, resume,
+   * trigger, approve, dismiss). Undefined: the console is read-only.
+   */
+  adminToken?: string;
+  /**
    * Reads a secret env var named by a connector file (`tokenEnv` etc.). A snapshot
    * taken by the config module, which stays the only reader of `process.env`.
    */
   readSecretEnv: (name: string) => string | undefined;
+  /** Run events' webhook and retention (docs/changes.md); absent in configs built by hand (tests). */
+  events?: EventsConfig;
 }
 
 /** What `loadConnectors` found for one supplier. A bad connector is an error for that supplier only. */

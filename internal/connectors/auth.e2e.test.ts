@@ -118,9 +118,13 @@ t.test("session: the token is reused across walks, renewed after 90 % of ttlMs",
   t.equal(sim.stats("etm").logins, 1, "three walks, one login");
 
   const sim2 = await simulator(t, "etm", etmSim());
-  const short = buildConnector(t, etmDefinition(sim2.baseUrl("etm"), { ttlMs: 300 }), { readSecretEnv });
+  // ttlMs 2 s: the renewed token must outlive the second walk (90 % of it: 1.8 s) on a
+  // loaded machine; with 300 ms a slow second walk renewed twice (seen in CI).
+  const short = buildConnector(t, etmDefinition(sim2.baseUrl("etm"), { ttlMs: 2_000 }), { readSecretEnv });
   await collectPages(short.connector, walkContext(short.log));
-  await new Promise((r) => setTimeout(r, 280)); // past 90 % of 300 ms, before 100 %
+  // The login happened before this point: 1.85 s on, it is past 90 % of its ttlMs.
+  await new Promise((r) => setTimeout(r, 1_850));
+  t.equal(sim2.stats("etm").logins, 1, "one login before the wait");
   await collectPages(short.connector, walkContext(short.log));
   t.equal(sim2.stats("etm").logins, 2, "renewed once 90 % of ttlMs had passed");
   t.equal(sim2.stats("etm").expiredRequests, 0, "renewed before any expiry");

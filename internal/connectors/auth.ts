@@ -189,7 +189,7 @@ class TokenAuthenticator implements Authenticator {
             const wait = this.lastLoginAt + this.flavour.minIntervalMs - clock.now();
             if (wait > 0) {
               request.ctx.log.info(
-                { supplier, run_id: request.ctx.runId, seq: request.seq, wait_ms: wait },
+                { seq: request.seq, wait_ms: wait },
                 "login due sooner than minLoginIntervalMs: waiting",
               );
               await clock.sleep(wait, signal).catch(() => {
@@ -224,10 +224,7 @@ class TokenAuthenticator implements Authenticator {
       generation: ++this.generation,
     };
     this.token = token;
-    request.ctx.log.info(
-      { supplier, run_id: request.ctx.runId, seq: request.seq, renew_in_ms: token.renewAt - clock.now() },
-      "logged in",
-    );
+    request.ctx.log.info({ seq: request.seq, renew_in_ms: token.renewAt - clock.now() }, "logged in");
     return token;
   }
 }

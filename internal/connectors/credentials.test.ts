@@ -4,7 +4,7 @@ import t from "tap";
 import type { AuthDefinition } from "../config/connector-schema.js";
 import { ConfigError } from "../platform/errors.js";
 import { SecretRegistry } from "../platform/redact.js";
-import { resolveAuthHeaders } from "./credentials.js";
+import { resolveAuthHeaders, resolveLogin } from "./credentials.js";
 
 function sources(dir: string, env: Record<string, string> = {}, secrets = new SecretRegistry()) {
   return { connectorsDir: dir, readSecretEnv: (name: string) => env[name], secrets };
@@ -115,3 +115,36 @@ t.test("unresolvable secrets name the field and the variable or file, never the 
       t.notOk(message.includes(value), `no ${value} in ${message}`);
   }
 });
+
+t.test(
+  "login pathParams: percent-encoded into the path, the secret and its encoded form redacted",
+  async (t) => {
+    const secrets = new SecretRegistry();
+    const login = resolveLogin(
+      {
+        method: "GET",
+        path: "/auth.access.token/{master_key}/{region}",
+        query: {},
+        headers: {},
+        pathParams: { master_key: { env: "DKC_MASTER_KEY" }, region: "ru msk" },
+      },
+      sources(t.testdir(), { DKC_MASTER_KEY: "k3y/with space" }, secrets),
+    );
+    t.equal(login.path, "/auth.access.token/k3y%2Fwith%20space/ru%20msk");
+    t.equal(
+      secrets.safeText(`GET ${login.path}`),
+      "GET /auth.access.token/[REDACTED]/ru%20msk",
+      "a literal stays",
+    );
+    t.equal(secrets.safeText("key k3y/with space"), "key [REDACTED]");
+    t.match(
+      messageOf(() =>
+        resolveLogin(
+          { method: "GET", path: "/t/{k}", query: {}, headers: {}, pathParams: { k: { env: "UNSET_KEY" } } },
+          sources(t.testdir()),
+        ),
+      ),
+      /auth\.login\.pathParams\.k/,
+    );
+  },
+);

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { AuthDefinition, LoginDefinition, SecretValue } from "../config/connector-schema.js";
+import { substitute } from "../config/placeholders.js";
 import { ConfigError, errorMessage } from "../platform/errors.js";
 import type { SecretRegistry } from "../platform/redact.js";
 
@@ -281,9 +282,14 @@ export function resolveLogin(login: LoginDefinition, sources: SecretSources): Re
     }
     return value;
   };
+  // A path param is percent-encoded into the path: its encoded form is registered for redaction too.
+  const params = map(login.pathParams ?? {}, "pathParams");
+  for (const [k, v] of Object.entries(login.pathParams ?? {})) {
+    if (typeof v !== "string") sources.secrets.add(encodeURIComponent(params[k] as string));
+  }
   return {
     method: login.method,
-    path: login.path,
+    path: substitute(login.path, params, "path"),
     query: map(login.query, "query"),
     headers: map(login.headers, "headers"),
     body: login.body === undefined ? undefined : body(login.body, "auth.login.body"),

@@ -1,8 +1,10 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
-import { formatSchema, isStreamedFormat } from "../feeds/format-schema.js";
+import { formatSchema, isFlatFormat, isStreamedFormat } from "../feeds/format-schema.js";
 import type { Connector, Page, WalkContext } from "../ingestion/ports.js";
 import { ConfigError, IngestionError, isIngestionError } from "../platform/errors.js";
 import { conditionalOf } from "./conditional.js";
+import { coveragePlan } from "./coverage.js";
+import { datedRequest, isDated, walkDatedFile } from "./dated-file.js";
 import { createEnricher } from "./enrich.js";
 import { runExportJob } from "./export-job.js";
 import { walkFeed } from "./feed-walk.js";
@@ -48,6 +50,8 @@ export interface DeclarativeOptions {
   database?: SkuDatabase | undefined;
   /** Where zip archives of feeds are spooled; `os.tmpdir()` (so `TMPDIR`) by default. */
   spoolDir?: string | undefined;
+  /** The supplier's time zone (IANA), for `{date:…}` (docs/feeds.md, Dated files); UTC when absent. */
+  timeZone?: string | undefined;
 }
 
 /** One unit of the walk: its placeholder values, and whether it is a SKU batch (a 404 is empty). */
@@ -85,8 +89,12 @@ export function createDeclarativeConnector(
   const def: ConnectorDefinition = transport.options.definition;
   if (!def.fields) throw new ConfigError("the declarative connector needs fields (sku and price at least)");
   // Field specs compiled once per connector (JMESPath expressions parsed here, not per record).
-  const fields: CompiledFields = compileFields(def.fields, def.attributes);
+  // CSV and workbook rows are flat: a path names a column's header text as a whole (docs/feeds.md, Workbooks).
+  const flat = def.format !== undefined && isFlatFormat(def.format);
+  const fields: CompiledFields = compileFields(def.fields, def.attributes, { flat });
   const enrich = createEnricher(transport, def, fields);
+  // Which fields a step's coverage reports, enriched ones included (coverage.ts).
+  const coverage = coveragePlan(fields, enrich?.mapped);
   const limits = {
     maxDepth: def.maxJsonDepth,
     maxRecords: def.maxRecordsPerPage,
@@ -104,6 +112,8 @@ export function createDeclarativeConnector(
     signal: AbortSignal,
     headers: Record<string, string>,
   ): Promise<Fetched> {
+    /** The step begins with its first request (its wait for the rate limit included). */
+    const startedAt = new Date();
     const body = templated ? requestBody(def.request, unit.values) : plainBody;
     let records: unknown[];
     let next: URL | null | IngestionError;
@@ -150,7 +160,7 @@ export function createDeclarativeConnector(
         // Only reachable when validators were sent: the transport refuses any other 304.
         if (conditional) conditional.notModified = true;
         return {
-          page: { seq, offers: [], rejects: [], httpAttempts: attempts },
+          page: { seq, offers: [], rejects: [], httpAttempts: attempts, startedAt },
           next: null,
           notModified: true,
         };
@@ -174,8 +184,12 @@ export function createDeclarativeConnector(
         throw err;
       }
     }
-    const { offers, rejects } = normalizeRecords(records, fields, enriched);
-    return { page: { seq, offers, rejects, httpAttempts: attempts }, next };
+    const mapped = normalizeRecords(records, fields, enriched, coverage);
+    const { offers, rejects } = mapped;
+    return {
+      page: { seq, offers, rejects, httpAttempts: attempts, coverage: mapped.coverage, startedAt },
+      next,
+    };
   }
 
   /** The units of this walk, read at its start (SKU lists re-read, partition lists re-fetched). */
@@ -221,15 +235,39 @@ export function createDeclarativeConnector(
       format: feedFormat,
       fields,
       enrich,
+      coverage,
       ctx,
       signal,
       prefetch,
       spoolDir: options.spoolDir,
     };
     if (def.export !== undefined) {
+      const startedAt = new Date();
       const ready = await runExportJob(transport, def, def.export, ctx, signal, headers);
       // The download is a plain GET of the URL the supplier gave: no configured body or query.
-      yield* walkFeed({ ...common, url: ready.url, headers, attemptsBefore: ready.attempts });
+      yield* walkFeed({ ...common, url: ready.url, headers, attemptsBefore: ready.attempts, startedAt });
+      return;
+    }
+    if (isDated(def.request)) {
+      // docs/feeds.md, Dated files: today's file, else the day before, up to dateFallbackDays back.
+      yield* walkDatedFile(
+        (date, attemptsBefore) =>
+          walkFeed({
+            ...common,
+            url: requestUrl(def.baseUrl, datedRequest(def.request, date)),
+            headers,
+            method: def.request.method,
+            ...(plainBody ? { body: plainBody } : {}),
+            conditional: conditionalOf(def, ctx),
+            attemptsBefore,
+          }),
+        {
+          now: transport.options.clock.now(),
+          timeZone: options.timeZone,
+          fallbackDays: def.request.dateFallbackDays ?? 0,
+          ctx,
+        },
+      );
       return;
     }
     yield* walkFeed({

@@ -1,6 +1,7 @@
 import type { ConnectorDefinition, EnrichDefinition } from "../config/connector-schema.js";
 import type { WalkContext } from "../ingestion/ports.js";
 import { IngestionError, isIngestionError } from "../platform/errors.js";
+import type { EnrichMapping } from "./coverage.js";
 import { type CompiledField, type CompiledFields, compileFieldSpec } from "./field-spec.js";
 import { decodeJsonPage } from "./json-body.js";
 import { type EnrichedValues, skuOfRecord, skuOfValue } from "./normalize.js";
@@ -34,10 +35,14 @@ export interface StepEnrichment {
   attempts: number;
 }
 
-export type Enricher = (
-  records: readonly unknown[],
-  step: { seq: number; ctx: WalkContext; signal: AbortSignal; values: Readonly<Record<string, string>> },
-) => Promise<StepEnrichment>;
+export interface Enricher {
+  (
+    records: readonly unknown[],
+    step: { seq: number; ctx: WalkContext; signal: AbortSignal; values: Readonly<Record<string, string>> },
+  ): Promise<StepEnrichment>;
+  /** What each entry maps, for field coverage (coverage.ts). */
+  readonly mapped: readonly EnrichMapping[];
+}
 
 /** Compiles the definition's `enrich` entries once; undefined when it has none. */
 export function createEnricher(
@@ -59,7 +64,10 @@ export function createEnricher(
 
   const concurrency = def.rateLimit.maxConcurrency;
 
-  return async (records, step) => {
+  const enrich = async (
+    records: readonly unknown[],
+    step: Parameters<Enricher>[1],
+  ): Promise<StepEnrichment> => {
     const skus = records.map((r) => skuOfRecord(r, mapping));
     const unique = [...new Set(skus.filter((s): s is string => s !== undefined))];
     const bySku = new Map<string, EnrichedValues>(unique.map((s) => [s, { fields: {}, attributes: {} }]));
@@ -96,6 +104,9 @@ export function createEnricher(
     }
     return { values: skus.map((s) => (s === undefined ? undefined : bySku.get(s))), attempts };
   };
+  return Object.assign(enrich, {
+    mapped: entries.map((e) => ({ fields: e.fields, attributes: e.attributes })),
+  });
 }
 
 /**

@@ -99,8 +99,8 @@ export function createJsonLinesConnector(
         decode: (res) => decodeLines(res, def.maxJsonDepth, def.maxRecordsPerPage),
       });
       if (records.length === 0) return;
-      const { offers, rejects } = normalizeRecords(records, settings.fields);
-      yield { seq, offers, rejects, httpAttempts: attempts };
+      const { offers, rejects, coverage } = normalizeRecords(records, settings.fields);
+      yield { seq, offers, rejects, httpAttempts: attempts, coverage };
     }
   }
 

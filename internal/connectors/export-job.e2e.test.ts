@@ -1,7 +1,8 @@
 // Export jobs (docs/feeds.md, Export jobs) through real ticks: create → poll → download from the
-// simulator's second origin, walked as a feed, committed in a real PostgreSQL. The
-// definition is the shipped config/suppliers/etm-catalog.json, pointed at the simulator.
-import { readFileSync } from "node:fs";
+// simulator's second origin, walked as a feed, committed in a real PostgreSQL. The definition
+// is a generic job (ids at data.id, the state at data.state, the file on another origin, as
+// the simulator's generic jobs answer); ETM's own job shapes and its shipped
+// etm-catalog.json are in etm-export.e2e.test.ts.
 import type pg from "pg";
 import t from "tap";
 import { request } from "undici";
@@ -17,11 +18,38 @@ const LOGIN = "etm-user";
 const PASSWORD = "etm-pass-0123456789";
 const env: Record<string, string> = { ETM_LOGIN: LOGIN, ETM_PASSWORD: PASSWORD };
 
-const shipped = JSON.parse(
-  readFileSync(new URL("../../config/suppliers/etm-catalog.json", import.meta.url), "utf8"),
-) as Record<string, unknown> & {
-  export: { create: { path: string; query?: Record<string, string> }; poll: Record<string, unknown> };
-};
+/** A session-login supplier whose catalog is built as a file on request (the generic job shape). */
+const generic = {
+  baseUrl: "https://supplier.example",
+  auth: {
+    type: "session",
+    login: {
+      method: "POST",
+      path: "/api/v1/user/login",
+      query: { log: { env: "ETM_LOGIN" }, pwd: { env: "ETM_PASSWORD" } },
+    },
+    token: { path: "data.session" },
+    send: { query: "session-id" },
+    expiredWhen: [{ status: [401] }, { path: "status.code", in: [403] }],
+  },
+  timeouts: { connectMs: 5000, requestMs: 60000, pageMs: 120000, runMs: 10800000 },
+  errors: [
+    { path: "status.code", notIn: [200], then: "fail", code: "SUPPLIER", messagePath: "status.message" },
+  ],
+  export: {
+    create: { method: "POST", path: "/api/v1/job/create/40029846", jobIdPath: "data.id" },
+    poll: {
+      path: "/api/v1/job/{job}",
+      intervalMs: 15000,
+      readyWhen: { path: "data.state", equals: 1 },
+      failWhen: { path: "data.state", equals: -1 },
+    },
+    download: { urlPath: "data.urls.0.url" },
+  },
+  format: { type: "json", stream: true, pageSize: 5000 },
+  records: { path: "data.items" },
+  fields: { sku: "sku", name: "name", price: "price", currency: "currency", stock: "stock" },
+} as const;
 
 let sim: Simulator;
 let pool: pg.Pool;
@@ -31,7 +59,7 @@ t.before(async () => {
 });
 t.teardown(() => sim.close());
 
-function configureEtm(name: string, size: number): void {
+function configureSupplier(name: string, size: number): void {
   sim.configure(name, {
     size,
     auth: {
@@ -44,24 +72,24 @@ function configureEtm(name: string, size: number): void {
 }
 
 /**
- * etm-catalog.json against the simulator: its baseUrl and file origin, fast limits,
+ * The generic export against the simulator: its baseUrl and file origin, fast limits,
  * `jobQuery` (the simulator's job options) on the create request.
  */
-function etmCatalog(
+function exportDefinition(
   name: string,
   jobQuery: Record<string, string>,
   extra: { intervalMs?: number; runMs?: number; allowedOrigins?: string[] } = {},
 ) {
-  const def = structuredClone(shipped);
+  const def = structuredClone(generic);
   return connectorDefinitionSchema.parse({
     ...def,
     baseUrl: sim.baseUrl(name),
     allowedOrigins: extra.allowedOrigins ?? [sim.filesUrl],
     rateLimit: { requestsPerSecond: 1000, burst: 1000, maxConcurrency: 1 },
     retry: { maxAttempts: 2, baseDelayMs: 5, maxDelayMs: 20, maxRetryAfterMs: 5000 },
-    timeouts: { ...(def.timeouts as object), runMs: extra.runMs ?? 60_000 },
-    auth: { ...(def.auth as object), minLoginIntervalMs: 0 },
-    format: { ...(def.format as object), pageSize: 40 },
+    timeouts: { ...def.timeouts, runMs: extra.runMs ?? 60_000 },
+    auth: { ...def.auth, minLoginIntervalMs: 0 },
+    format: { ...def.format, pageSize: 40 },
     export: {
       ...def.export,
       create: { ...def.export.create, query: jobQuery },
@@ -73,7 +101,7 @@ function etmCatalog(
 async function tick(
   t: { teardown(fn: () => unknown): void },
   name: string,
-  def: ReturnType<typeof etmCatalog>,
+  def: ReturnType<typeof exportDefinition>,
 ) {
   const { connector } = buildConnector(t, def, { supplier: name, readSecretEnv: (k) => env[k] });
   const result = await forcedTick(tickDeps(pool), name, connector);
@@ -95,12 +123,12 @@ async function stored(supplier: string) {
 const significant = (price: string) => (price.includes(".") ? price.replace(/\.?0+$/, "") : price);
 
 t.test("ready after 3 polls: the file from the second origin, no credentials sent there", async (t) => {
-  configureEtm("etm-catalog", 100);
+  configureSupplier("etm-catalog", 100);
   const started = Date.now();
   const result = await tick(
     t,
     "etm-catalog",
-    etmCatalog("etm-catalog", { readyAfter: "3" }, { intervalMs: 100 }),
+    exportDefinition("etm-catalog", { readyAfter: "3" }, { intervalMs: 100 }),
   );
   t.equal(result.outcome, "success", String(result.errorMessage));
   t.ok(Date.now() - started >= 200, "polled every intervalMs (two waits of 100 ms)");
@@ -150,8 +178,8 @@ t.test("ready after 3 polls: the file from the second origin, no credentials sen
 });
 
 t.test("a gzip-compressed CSV download in windows-1251 works the same", async (t) => {
-  configureEtm("etm-csv", 30);
-  const def = etmCatalog("etm-csv", { file: "feed.csv", compress: "gzip", encoding: "windows-1251" });
+  configureSupplier("etm-csv", 30);
+  const def = exportDefinition("etm-csv", { file: "feed.csv", compress: "gzip", encoding: "windows-1251" });
   const csv = connectorDefinitionSchema.parse({
     ...def,
     format: { type: "csv", delimiter: ";", encoding: "windows-1251" },
@@ -164,8 +192,8 @@ t.test("a gzip-compressed CSV download in windows-1251 works the same", async (t
 });
 
 t.test("without format the download is JSON read whole, bounded by 50 MiB", async (t) => {
-  configureEtm("etm-whole", 12);
-  const { format: _format, ...def } = etmCatalog("etm-whole", {});
+  configureSupplier("etm-whole", 12);
+  const { format: _format, ...def } = exportDefinition("etm-whole", {});
   const whole = connectorDefinitionSchema.parse({ ...def, maxResponseBytes: undefined });
   t.equal(whole.maxResponseBytes, 52_428_800);
   const result = await tick(t, "etm-whole", whole);
@@ -174,8 +202,8 @@ t.test("without format the download is JSON read whole, bounded by 50 MiB", asyn
 });
 
 t.test("failWhen: the job failed on the supplier's side, the run fails SUPPLIER", async (t) => {
-  configureEtm("etm-fail", 10);
-  const result = await tick(t, "etm-fail", etmCatalog("etm-fail", { fail: "2", readyAfter: "5" }));
+  configureSupplier("etm-fail", 10);
+  const result = await tick(t, "etm-fail", exportDefinition("etm-fail", { fail: "2", readyAfter: "5" }));
   t.equal(result.state, "failed");
   t.equal(result.errorCode, "SUPPLIER");
   t.match(result.errorMessage, /export job .* failed \(data\.state = -1\)/);
@@ -184,12 +212,12 @@ t.test("failWhen: the job failed on the supplier's side, the run fails SUPPLIER"
 });
 
 t.test("never ready: DEADLINE within timeouts.runMs", async (t) => {
-  configureEtm("etm-never", 10);
+  configureSupplier("etm-never", 10);
   const started = Date.now();
   const result = await tick(
     t,
     "etm-never",
-    etmCatalog("etm-never", { never: "1" }, { intervalMs: 50, runMs: 400 }),
+    exportDefinition("etm-never", { never: "1" }, { intervalMs: 50, runMs: 400 }),
   );
   t.equal(result.state, "failed");
   t.equal(result.errorCode, "DEADLINE");
@@ -199,8 +227,8 @@ t.test("never ready: DEADLINE within timeouts.runMs", async (t) => {
 });
 
 t.test("a download URL outside allowedOrigins is refused before it is requested (CONTRACT)", async (t) => {
-  configureEtm("etm-foreign", 10);
-  const result = await tick(t, "etm-foreign", etmCatalog("etm-foreign", {}, { allowedOrigins: [] }));
+  configureSupplier("etm-foreign", 10);
+  const result = await tick(t, "etm-foreign", exportDefinition("etm-foreign", {}, { allowedOrigins: [] }));
   t.equal(result.state, "failed");
   t.equal(result.errorCode, "CONTRACT");
   t.match(result.errorMessage, /export download URL points to http:\/\/127\.0\.0\.1:\d+, outside/);
@@ -208,10 +236,10 @@ t.test("a download URL outside allowedOrigins is refused before it is requested 
 });
 
 t.test("polling honours the walk's signal: an abort ends the wait at once", async (t) => {
-  configureEtm("etm-abort", 10);
+  configureSupplier("etm-abort", 10);
   const c = buildConnector(
     t,
-    etmCatalog("etm-abort", { never: "1" }, { intervalMs: 60_000, runMs: 600_000 }),
+    exportDefinition("etm-abort", { never: "1" }, { intervalMs: 60_000, runMs: 600_000 }),
     {
       supplier: "etm-abort",
       readSecretEnv: (k) => env[k],

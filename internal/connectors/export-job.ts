@@ -102,7 +102,7 @@ export async function runExportJob(
     }),
   );
   const startedAt = clock.now();
-  ctx.log.info({ supplier: transport.supplier, run_id: ctx.runId, job }, "export job created");
+  ctx.log.info({ job }, "export job created");
 
   const values = { job };
   const pollUrl = requestUrl(def.baseUrl, spec.poll, values);
@@ -139,10 +139,7 @@ export async function runExportJob(
       }),
     );
     if (verdict !== null) {
-      ctx.log.info(
-        { supplier: transport.supplier, run_id: ctx.runId, job, polls, waited_ms: clock.now() - startedAt },
-        "export job ready",
-      );
+      ctx.log.info({ job, polls, waited_ms: clock.now() - startedAt }, "export job ready");
       return { url: verdict, job, attempts };
     }
     const left = startedAt + runMs - clock.now();
@@ -155,10 +152,7 @@ export async function runExportJob(
         { attempts },
       );
     }
-    ctx.log.debug(
-      { supplier: transport.supplier, run_id: ctx.runId, job, polls },
-      "export job not ready yet",
-    );
+    ctx.log.debug({ job, polls }, "export job not ready yet");
     await clock.sleep(spec.poll.intervalMs, signal).catch((err: unknown) => {
       throw signal.aborted ? signal.reason : err;
     });

@@ -1,10 +1,12 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
-import { type FeedFormat, readFeed } from "../feeds/index.js";
+import { type FeedFormat, type FeedReadStats, readFeed } from "../feeds/index.js";
 import type { FeedBatch } from "../feeds/types.js";
 import type { ConditionalWalk, Page, Reject, WalkContext } from "../ingestion/ports.js";
 import { isIngestionError } from "../platform/errors.js";
+import type { CoveragePlan } from "./coverage.js";
+import { type SpooledBody, spoolBody } from "./download-spool.js";
 import type { Enricher } from "./enrich.js";
-import type { CompiledFields } from "./field-spec.js";
+import { type CompiledFields, mappedColumns } from "./field-spec.js";
 import { validatorsOf } from "./http-client.js";
 import { normalizeRecords } from "./normalize.js";
 import type { Transport } from "./transport.js";
@@ -25,6 +27,10 @@ import type { Transport } from "./transport.js";
  * steps before it were yielded, so committed, and the walk is not complete,
  * so nothing is delisted. The first step carries the requests that opened
  * the stream (and, for an export, created and polled the job).
+ *
+ * A walk with enrichments spools the file to disk first (download-spool.ts): it would
+ * otherwise hold the download still while each step is enriched, and a server that
+ * closes the idle-looking connection would cut the file.
  */
 
 export interface FeedWalkOptions {
@@ -33,6 +39,8 @@ export interface FeedWalkOptions {
   format: FeedFormat;
   fields: CompiledFields;
   enrich: Enricher | undefined;
+  /** The fields a step's coverage reports (coverage.ts). */
+  coverage: CoveragePlan;
   ctx: WalkContext;
   /** The walk's signal: ends the read (and the socket) when it aborts. */
   signal: AbortSignal;
@@ -43,6 +51,8 @@ export interface FeedWalkOptions {
   body?: { contentType: string; data: string };
   /** Requests made before this one (an export job's create and polls): counted into the first step. */
   attemptsBefore?: number;
+  /** When the first of those requests was made: the first step's start (default: this request's). */
+  startedAt?: Date;
   /** Where a zip archive is spooled; `os.tmpdir()` (so `TMPDIR`) by default. */
   spoolDir?: string | undefined;
   /** Request step N+1 while step N is stored (`WalkContext.prefetch`). */
@@ -59,6 +69,8 @@ const ACCEPT: Record<FeedFormat["type"], string> = {
   csv: "text/csv, text/plain;q=0.9, */*;q=0.8",
   jsonl: "application/x-ndjson, application/jsonl;q=0.9, */*;q=0.8",
   json: "application/json, */*;q=0.8",
+  xlsx: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet, application/zip;q=0.9, */*;q=0.8",
+  xls: "application/vnd.ms-excel, application/zip;q=0.9, */*;q=0.8",
 };
 
 interface Step {
@@ -70,6 +82,14 @@ interface Step {
 export async function* walkFeed(o: FeedWalkOptions): AsyncGenerator<Page> {
   const { transport, def, format, ctx, signal } = o;
   let seq = 1;
+  /** The first step began with the walk's first request; each later one when its batch began to be read. */
+  const walkStarted = o.startedAt ?? new Date();
+  let firstStart: Date | undefined = walkStarted;
+  const stepStart = (): Date => {
+    const started = firstStart ?? new Date();
+    firstStart = undefined;
+    return started;
+  };
   const opened = await transport.openStream({
     url: o.url,
     seq,
@@ -92,24 +112,59 @@ export async function* walkFeed(o: FeedWalkOptions): AsyncGenerator<Page> {
     }
   }
   let attempts = (o.attemptsBefore ?? 0) + opened.attempts;
-  const batches = readFeed(response.body, {
-    format,
-    // In force: the definition's, else its format's default (the schema resolved it).
-    maxBytes: def.maxResponseBytes,
-    contentEncoding: response.contentEncoding,
-    contentType: response.contentType,
-    signal,
-    recordsPath: def.records.path,
-    maxJsonDepth: def.maxJsonDepth,
-    spoolDir: o.spoolDir,
-  });
+  // An enriched walk reads at the enrichment's pace: the body is spooled first (download-spool.ts).
+  let spooled: SpooledBody | undefined;
+  if (o.enrich !== undefined) {
+    try {
+      spooled = await spoolBody(response.body, { maxBytes: def.maxResponseBytes, signal, dir: o.spoolDir });
+    } catch (err) {
+      if (isIngestionError(err)) err.attempts = attempts + (err.attempts ?? 0);
+      throw err;
+    } finally {
+      if (!response.body.destroyed) response.body.destroy();
+    }
+    ctx.log.debug({ bytes: spooled.bytes }, "download spooled before its steps are enriched");
+  }
+  const body = spooled?.body ?? response.body;
+  const stats: FeedReadStats = {
+    rawBytes: 0,
+    decompressedBytes: 0,
+    encoding: undefined,
+    compression: "none",
+    zipEntry: undefined,
+  };
+  let workbookShown = false;
+  const batches = readFeed(
+    body,
+    {
+      format,
+      // In force: the definition's, else its format's default (the schema resolved it).
+      maxBytes: def.maxResponseBytes,
+      contentEncoding: response.contentEncoding,
+      contentType: response.contentType,
+      signal,
+      recordsPath: def.records.path,
+      maxJsonDepth: def.maxJsonDepth,
+      spoolDir: o.spoolDir,
+      // A workbook's header row is the one holding every mapped column (docs/feeds.md, Workbooks).
+      columns: def.fields !== undefined ? mappedColumns(def.fields, def.attributes) : undefined,
+    },
+    stats,
+  );
 
   /** Reads the next batch and makes it a step; `null` past the end of the file. */
   const readStep = async (n: number): Promise<Step | null> => {
+    const startedAt = stepStart();
     const next = await batches.next();
     if (next.done) return null;
     const page = await toPage(next.value, n, attempts, o);
+    page.startedAt = startedAt;
     attempts = 0;
+    if (!workbookShown && stats.sheet !== undefined) {
+      // The first step of a workbook says where its table was found (preview prints it).
+      workbookShown = true;
+      page.workbook = { sheet: stats.sheet, headerRow: stats.headerRow, header: stats.header ?? [] };
+    }
     return { page, more: true };
   };
   const start = (n: number): Promise<Step | null> => {
@@ -135,7 +190,14 @@ export async function* walkFeed(o: FeedWalkOptions): AsyncGenerator<Page> {
       if (step === null) {
         if (yielded === 0) {
           // A file without records: one step without offers, so the walk ends like any complete one.
-          yield { seq, offers: [], rejects: [], httpAttempts: attempts, hasNext: false };
+          yield {
+            seq,
+            offers: [],
+            rejects: [],
+            httpAttempts: attempts,
+            hasNext: false,
+            startedAt: walkStarted,
+          };
         }
         return;
       }
@@ -147,8 +209,9 @@ export async function* walkFeed(o: FeedWalkOptions): AsyncGenerator<Page> {
     }
   } finally {
     // Ends the read if the walk stopped early: the socket first, so a batch being read fails at once.
-    if (!response.body.destroyed) response.body.destroy();
+    if (!body.destroyed) body.destroy();
     await batches.return(undefined).catch(() => {});
+    await spooled?.remove();
   }
 }
 
@@ -165,7 +228,15 @@ async function toPage(batch: FeedBatch, seq: number, attempts: number, o: FeedWa
       throw err;
     }
   }
-  const { offers, rejects } = normalizeRecords(batch.records, o.fields, enriched);
+  const { offers, rejects, coverage } = normalizeRecords(batch.records, o.fields, enriched, o.coverage);
   const unread: Reject[] = batch.rejects.map((r) => ({ reason: r.reason, raw: r.raw }));
-  return { seq, offers, rejects: unread.length > 0 ? [...unread, ...rejects] : rejects, httpAttempts };
+  // A row the reader could not make a record of is one of the step's records too, with no value.
+  if (unread.length > 0) for (const c of coverage) c.records += unread.length;
+  return {
+    seq,
+    offers,
+    rejects: unread.length > 0 ? [...unread, ...rejects] : rejects,
+    httpAttempts,
+    coverage,
+  };
 }

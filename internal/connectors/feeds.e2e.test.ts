@@ -424,7 +424,7 @@ t.test("a wrong encoding gives readable reject reasons, not a crash", async (t) 
 });
 
 t.test(
-  "enrich applies per step: stock of each YML offer from ETM's remains, summed over stores",
+  "enrich applies per step: stock of each YML offer from ETM's remains (the all row, else the stores summed)",
   async (t) => {
     sim.configure("ymlenrich", { size: 25, profile: "etm" });
     const result = await tick(
@@ -433,9 +433,14 @@ t.test(
       feedDefinition("ymlenrich", "feed.yml", {}, { type: "xml", element: "offer", pageSize: 10 }, YML, {
         enrich: [
           {
-            request: { path: "/api/v1/goods/{sku}/remains" },
+            request: { path: "/api/v1/goods/{sku}/remains", query: { type: "etm" } },
             records: { path: "data" },
-            fields: { stock: { jmespath: "sum(InfoStores[].Remain)" } },
+            fields: {
+              stock: {
+                jmespath: "InfoStores[?StoreType=='all'] | [0].StoreQuantRem",
+                else: { jmespath: "InfoStores[?StoreType!='all'].StoreQuantRem", sum: true },
+              },
+            },
           },
         ],
       }),
@@ -446,7 +451,11 @@ t.test(
       [10, 10, 5],
     );
     t.equal(sim.stats("ymlenrich").requests, 1 + 25, "the feed, then one remains request per offer");
-    t.same(await stored("ymlenrich"), catalog("ymlenrich", true), "stock = the sum of InfoStores[].Remain");
+    t.same(
+      await stored("ymlenrich"),
+      catalog("ymlenrich", true),
+      "stock = the all row, else the stores summed",
+    );
   },
 );
 

@@ -21,8 +21,8 @@ function schemaError(fields: Record<string, unknown>, attributes?: Record<string
 const ETM_REMAINS = {
   gdscode: "9536092",
   InfoStores: [
-    { StoreCode: "1", StoreType: "rc", Remain: 12 },
-    { StoreCode: "2", StoreType: "shop", Remain: 3 },
+    { StoreCode: "1", StoreType: "rc", StoreQuantRem: 12 },
+    { StoreCode: "2", StoreType: "op", StoreQuantRem: 3 },
   ],
 };
 
@@ -31,7 +31,7 @@ t.test("the spec forms: dot path, path, jmespath, const", async (t) => {
     sku: { path: "gdscode" },
     price: { const: "0" },
     currency: { const: "RUB" },
-    stock: { jmespath: "sum(InfoStores[].Remain)" },
+    stock: { jmespath: "sum(InfoStores[].StoreQuantRem)" },
     name: "gdscode",
   });
   t.same(normalizeRecord(ETM_REMAINS, m), {
@@ -48,7 +48,7 @@ t.test("the spec forms: dot path, path, jmespath, const", async (t) => {
   const filtered = mapping({
     sku: "gdscode",
     price: { const: "1" },
-    stock: { jmespath: "sum(InfoStores[?StoreType=='rc'].Remain)" },
+    stock: { jmespath: "sum(InfoStores[?StoreType=='rc'].StoreQuantRem)" },
   });
   t.match(normalizeRecord(ETM_REMAINS, filtered), { offer: { stock: 12 } });
 });
@@ -178,4 +178,191 @@ t.test("configuration errors name the key path", async (t) => {
     schemaError({ sku: "a", price: { const: "1", nullIf: [] } }),
     "fields.price.nullIf: Too small: expected array to have >=1 items",
   );
+});
+
+t.test("sum: a list or an object's values added exactly; nothing found is no value, never 0", async (t) => {
+  const m = mapping({
+    sku: "art",
+    price: { path: "prices", sum: true },
+    stock: { jmespath: "stores[].qty", sum: true },
+  });
+  const read = (record: Record<string, unknown>) => {
+    const r = normalizeRecord({ art: "A", prices: ["1"], ...record }, m);
+    return "offer" in r ? r.offer : r.reject.reason;
+  };
+  t.match(read({ stores: [{ qty: "12" }, { qty: 3 }, { qty: " 5 " }] }), { stock: 20 }, "strings as numbers");
+  t.match(read({ stores: [{ qty: "4.000" }, { qty: "8" }] }), { stock: 12 }, "an integral sum is a stock");
+  t.match(read({ stores: [{ qty: null }, { qty: "" }, { qty: 2 }] }), { stock: 2 }, "null and empty skipped");
+  t.match(read({ stores: [] }), { stock: null }, "an empty list is no value");
+  t.match(read({ stores: [{ other: 1 }] }), { stock: null }, "no item has the field: no value");
+  t.match(read({}), { stock: null }, "no list at all: no value");
+  t.match(
+    read({ stores: [{ qty: "12" }, { qty: "много" }] }),
+    /^stock \(sum of stores\[\]\.qty\) sums a value that is not a number: "много"$/,
+  );
+  t.match(
+    read({ stores: [{ qty: "0.5" }, { qty: "1" }] }),
+    /^stock \(sum of stores\[\]\.qty\) is not an integer: 1\.5$/,
+  );
+  t.match(
+    read({ prices: ["0.1", "0.2", "12345678901234567890.05"] }),
+    {
+      price: "12345678901234567890.35",
+    },
+    "exact, never through a float",
+  );
+  t.match(
+    read({ prices: [new LosslessNumber("1.10"), 2] }),
+    { price: "3.10" },
+    "a LosslessNumber keeps its digits",
+  );
+  t.match(read({ prices: "12" }), /^price \(sum of prices\) is not a list or an object to sum: "12"$/);
+  const residues = mapping({ sku: "art", price: "p", stock: { path: "residues", sum: true } });
+  t.match(normalizeRecord({ art: "A", p: "1", residues: { "1": 4, "7": "6" } }, residues), {
+    offer: { stock: 10 },
+  });
+  t.match(normalizeRecord({ art: "A", p: "1", residues: {} }, residues), { offer: { stock: null } });
+  const comma = mapping({ sku: "art", price: { path: "p", sum: true, decimalSeparator: "," } });
+  t.match(normalizeRecord({ art: "A", p: ["1 234,5", "0,25"] }, comma), { offer: { price: "1234.75" } });
+  t.match(normalizeRecord({ art: "A", p: ["1.234,5"] }, comma), {
+    reject: { reason: /sums a value that is not a number: "1\.234,5"/ },
+  });
+});
+
+t.test("else: read when the first finds nothing; ETM's all row, else the sum of the others", async (t) => {
+  const m = mapping({
+    sku: "gdscode",
+    price: { const: "1" },
+    stock: {
+      jmespath: "InfoStores[?StoreType=='all'] | [0].StoreQuantRem",
+      else: { jmespath: "InfoStores[?StoreType!='all'].StoreQuantRem", sum: true },
+    },
+    name: { path: "name", else: "title" },
+  });
+  const stock = (InfoStores: unknown) => {
+    const r = normalizeRecord({ gdscode: "1", InfoStores }, m);
+    return "offer" in r ? r.offer.stock : r.reject.reason;
+  };
+  const rows = [
+    { StoreType: "rc", StoreQuantRem: "5" },
+    { StoreType: "op", StoreQuantRem: 7 },
+  ];
+  t.equal(
+    stock([...rows, { StoreType: "all", StoreQuantRem: "20" }]),
+    20,
+    "the all row wins, wherever it is",
+  );
+  t.equal(stock(rows), 12, "no all row: the others summed, strings as numbers");
+  t.equal(stock([{ StoreType: "all", StoreQuantRem: "0" }, ...rows]), 0, "an all row of 0 is 0, not the sum");
+  t.equal(stock([{ StoreType: "all" }, ...rows]), 12, "an all row without a quantity: the sum");
+  t.equal(stock([{ StoreType: "rc", Remain: 5 }]), null, "no quantity anywhere: null, not 0");
+  t.equal(stock(undefined), null, "no stores: null");
+  t.match(
+    stock([{ StoreType: "all", StoreQuantRem: "n/a" }]),
+    /^stock \(.* else sum of .*\) is not an integer: "n\/a"$/,
+  );
+  t.match(normalizeRecord({ gdscode: "1", title: "Bolt" }, m), { offer: { name: "Bolt" } });
+  t.match(normalizeRecord({ gdscode: "1", name: "Nut", title: "Bolt" }, m), { offer: { name: "Nut" } });
+});
+
+t.test("nullWhen: null when a condition on the record holds, price sent or not", async (t) => {
+  const m = mapping({
+    sku: "art",
+    price: { path: "price", nullWhen: { path: "extra", contains: "Цена по запросу" } },
+  });
+  const price = (record: Record<string, unknown>) => {
+    const r = normalizeRecord({ art: "A", ...record }, m);
+    return "offer" in r ? r.offer.price : r.reject.reason;
+  };
+  t.equal(price({ price: 1520.4, extra: "Цена по запросу" }), null, "the flag wins over a price sent");
+  t.equal(
+    price({ price: 1520.4, extra: "  Цена по запросу; снято с производства " }),
+    null,
+    "with other text",
+  );
+  t.equal(price({ extra: "Цена по запросу" }), null, "no price sent, flagged: null, not a reject");
+  t.equal(price({ price: 1520.4, extra: "" }), "1520.4", "not flagged: the price");
+  t.equal(price({ price: 1520.4 }), "1520.4", "no extra at all: the price");
+  t.equal(price({ price: 1520.4, extra: "цена по запросу" }), "1520.4", "contains is case-sensitive");
+  t.match(price({ extra: "" }), /^price \(price\) is missing/, "neither: still a reject");
+  const tests = (nullWhen: Record<string, unknown>, record: Record<string, unknown>) => {
+    const r = normalizeRecord(
+      { art: "A", p: "5", ...record },
+      mapping({ sku: "art", price: { path: "p", nullWhen } }),
+    );
+    return "offer" in r ? r.offer.price : r.reject.reason;
+  };
+  t.equal(tests({ path: "f", equals: 1 }, { f: " 1 " }), null, "equals: a number and its string");
+  t.equal(tests({ path: "f", equals: "x" }, { f: " x " }), null, "equals: strings trimmed");
+  t.equal(tests({ path: "f", in: ["a", 2] }, { f: 2 }), null);
+  t.equal(tests({ path: "f", notIn: ["ok"] }, { f: "bad" }), null);
+  t.equal(tests({ path: "f", notIn: ["ok"] }, {}), "5", "absent never matches notIn");
+  t.equal(tests({ path: "f", exists: true }, { f: null }), null, "exists: present, null included");
+  t.equal(tests({ path: "f", exists: false }, {}), null);
+  t.equal(tests({ path: "f.g", equals: true }, { f: { g: true } }), null, "a dot path");
+  const onStock = mapping({
+    sku: "art",
+    price: "p",
+    stock: { path: "s", nullWhen: { path: "s", equals: "-1" } },
+  });
+  t.match(normalizeRecord({ art: "A", p: "1", s: -1 }, onStock), { offer: { stock: null } }, "any field");
+});
+
+t.test("sum, else and nullWhen: configuration errors name the key path", async (t) => {
+  t.equal(
+    schemaError({ sku: "a", price: "b", name: { path: "n", sum: true } }),
+    'fields.name: Unrecognized key: "sum"',
+    "sum is for price, stock and attributes",
+  );
+  t.equal(
+    schemaError({ sku: "a", price: { path: "p", sum: "yes" } }),
+    "fields.price.sum: Invalid input: expected boolean, received string",
+  );
+  t.equal(
+    schemaError({ sku: "a", price: { path: "p", else: { jmespath: "[" } } }),
+    'fields.price.else.jmespath: is not a valid JMESPath expression: Syntax error: invalid token (EOF): ""',
+  );
+  t.equal(
+    schemaError({ sku: "a", price: { path: "p", else: { path: "q", nullIf: [""] } } }),
+    'fields.price.else: Unrecognized key: "nullIf"',
+    "modifiers belong to the outer spec",
+  );
+  t.equal(
+    schemaError({ sku: "a", price: { path: "p", nullWhen: { path: "extra" } } }),
+    "fields.price.nullWhen: needs exactly one of equals, in, notIn, exists or contains",
+  );
+  t.equal(
+    schemaError({ sku: "a", price: { path: "p", nullWhen: { path: "x", contains: "a", equals: "b" } } }),
+    "fields.price.nullWhen: needs exactly one of equals, in, notIn, exists or contains",
+  );
+  t.equal(
+    schemaError({ sku: "a", price: { path: "p", nullWhen: { path: "x", contains: "" } } }),
+    "fields.price.nullWhen.contains: Too small: expected string to have >=1 characters",
+  );
+  t.equal(
+    schemaError({ sku: "a", price: { path: "p", nullWhen: { path: "x", status: [500] } } }),
+    'fields.price.nullWhen: Unrecognized key: "status"; fields.price.nullWhen: needs exactly one of equals, in, notIn, exists or contains',
+  );
+  t.equal(
+    schemaError({ sku: "a", price: "b" }, { s: { path: "x", nullWhen: { equals: 1 } } }),
+    "attributes.s.nullWhen.path: Invalid input: expected string, received undefined",
+  );
+  t.equal(schemaError({ sku: "a", price: { const: "1", nullWhen: { path: "x", exists: true } } }), "valid");
+});
+
+t.test("sum: whole numbers past 2^53 and mixed with decimals stay exact", async (t) => {
+  const m = mapping({ sku: "art", price: { path: "p", sum: true }, stock: { path: "s", sum: true } });
+  const read = (p: unknown, s?: unknown) => {
+    const r = normalizeRecord({ art: "A", p, s }, m);
+    return "offer" in r ? r.offer : r.reject.reason;
+  };
+  t.match(
+    read(["999999999999999", "999999999999999", "999999999999999", "999999999999999", "999999999999999"]),
+    {
+      price: "4999999999999995",
+    },
+  );
+  t.match(read([2 ** 52 - 1, 2 ** 52 - 1, 1]), { price: String(2 ** 53 - 1) });
+  t.match(read(["0.5", 2, "3", 0.25]), { price: "5.75" }, "decimals and integers in any order");
+  t.match(read(["1"], ["-3", "1"]), /^stock \(sum of s\) is negative: -2$/);
 });

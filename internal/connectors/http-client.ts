@@ -49,7 +49,17 @@ export interface RequestEvent {
   ms: number;
   /** Why it failed, when it did (already redacted). */
   error?: string;
+  /**
+   * The start of the supplier's answer when it was not 2xx (a 401's reason, say): at most
+   * {@link ANSWER_EXCERPT_CHARS} characters, whitespace collapsed, secrets redacted.
+   */
+  answer?: string;
 }
+
+/** Longest excerpt of a non-2xx answer told to an observer (`preview`). */
+export const ANSWER_EXCERPT_CHARS = 300;
+/** Bytes of a non-2xx body read for that excerpt; the rest is drained as before. */
+const ANSWER_EXCERPT_BYTES = 4 * 1024;
 
 /**
  * A 2xx response whose body is handed over unread (a feed, docs/feeds.md): still
@@ -233,6 +243,7 @@ export class HttpClient {
     let status: number | null = null;
     let bytes = 0;
     let failure: unknown;
+    let answer: string | undefined;
     const release = await this.limiter.acquire(options.signal);
     // requestMs bounds headers and body together (a stream: the headers); undici's own timeouts are per
     // phase/idle gap. `timer` aborts only when the time is up; `timerDone` cancels the countdown.
@@ -283,6 +294,9 @@ export class HttpClient {
       const passed =
         (options.passStatuses?.has(res.statusCode) ?? false) || (sentConditional && res.statusCode === 304);
       if (!passed && (res.statusCode < 200 || res.statusCode > 299)) {
+        if (this.options.observer || options.onEvent) {
+          answer = await answerExcerpt(res.body, headerText(res.headers["content-encoding"]));
+        }
         await drain(res.body);
         throw classifyStatus(
           res.statusCode,
@@ -341,6 +355,9 @@ export class HttpClient {
           ms,
         };
         if (failure !== undefined) event.error = this.options.secrets.safeText(errorMessage(failure), 500);
+        if (answer !== undefined && answer !== "") {
+          event.answer = this.options.secrets.safeText(redactSecretFields(answer), ANSWER_EXCERPT_CHARS);
+        }
         this.options.observer?.(event);
         options.onEvent?.(event);
       }
@@ -388,6 +405,36 @@ function headerText(value: string | string[] | undefined): string | undefined {
 
 function tooLarge(limit: number, detail: string): IngestionError {
   return new IngestionError("CONTRACT", `response body exceeds maxResponseBytes (${limit}): ${detail}`);
+}
+
+/**
+ * The first bytes of a non-2xx body as text, whitespace collapsed; empty when the body is
+ * compressed (not worth a decoder for an excerpt) or cannot be read. Never throws.
+ */
+async function answerExcerpt(body: Readable, encoding: string | undefined): Promise<string> {
+  const e = (encoding ?? "identity").trim().toLowerCase();
+  if (e !== "identity" && e !== "") return `(${e}-encoded body)`;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string);
+      chunks.push(buffer);
+      size += buffer.length;
+      if (size >= ANSWER_EXCERPT_BYTES) break;
+    }
+  } catch {
+    // An excerpt is a courtesy: a body that fails to read gives none.
+  }
+  return Buffer.concat(chunks).subarray(0, ANSWER_EXCERPT_BYTES).toString("utf8").replace(/\s+/g, " ").trim();
+}
+
+/** Values of JSON or form fields named like secrets (token, session, password, key…), replaced. */
+export function redactSecretFields(text: string): string {
+  const names = "[\\w-]*(?:token|session|secret|password|passwd|pwd|api[_-]?key|access[_-]?code|auth)[\\w-]*";
+  return text
+    .replace(new RegExp(`("${names}"\\s*:\\s*)"(?:[^"\\\\]|\\\\.)*"`, "gi"), '$1"[redacted]"')
+    .replace(new RegExp(`\\b(${names})=[^&\\s"]+`, "gi"), "$1=[redacted]");
 }
 
 async function drain(body: Readable & { dump?: (o: { limit: number }) => Promise<void> }): Promise<void> {

@@ -44,6 +44,11 @@ export interface CreateConnectorOptions {
   module?: ConnectorModule | undefined;
   /** Where zip archives of feeds are spooled (docs/feeds.md); `os.tmpdir()`, so `TMPDIR`, by default. */
   spoolDir?: string | undefined;
+  /**
+   * The supplier's time zone (IANA), the one its `cron(… @<zone>)` schedule names: what
+   * `{date:…}` reads today's date in (docs/feeds.md, Dated files). UTC when absent.
+   */
+  timeZone?: string | undefined;
 }
 
 /**
@@ -77,7 +82,11 @@ export function createConnector(options: CreateConnectorOptions): Connector {
     const lib = connectorModuleLib(options.definition);
     return checkedConnector(moduleName, factory(transport, options.definition.settings ?? {}, lib));
   }
-  return createDeclarativeConnector(transport, { database: options.database, spoolDir: options.spoolDir });
+  return createDeclarativeConnector(transport, {
+    database: options.database,
+    spoolDir: options.spoolDir,
+    timeZone: options.timeZone,
+  });
 }
 
 /** A module's connector, checked to have the `Connector` contract's methods. */

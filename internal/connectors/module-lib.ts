@@ -1,6 +1,6 @@
 import { type ConnectorDefinition, fieldsSchema } from "../config/connector-schema.js";
 import { formatSchemaIssues } from "../config/connectors.js";
-import type { Offer, Reject } from "../ingestion/ports.js";
+import type { FieldCoverage, Offer, Reject } from "../ingestion/ports.js";
 import { ConfigError, IngestionError } from "../platform/errors.js";
 import { readDotPath } from "./dot-path.js";
 import { type CompiledFields, compileFields } from "./field-spec.js";
@@ -25,12 +25,14 @@ export interface ConnectorModuleLib {
   /**
    * Raw records → offers and rejects, by a field mapping of the connector file's
    * `fields` shape (dot paths or field specs), validated and compiled once per
-   * mapping object. Never throws for a bad record; a bad mapping is a `ConfigError`.
+   * mapping object, and the step's field coverage (docs/connectors.md, Field coverage):
+   * put it on the page as `coverage`. Never throws for a bad record; a bad mapping is a
+   * `ConfigError`.
    */
   normalizeRecords(
     records: readonly unknown[],
     fields: NonNullable<ConnectorDefinition["fields"]>,
-  ): { offers: Offer[]; rejects: Reject[] };
+  ): { offers: Offer[]; rejects: Reject[]; coverage: FieldCoverage[] };
   /** Reads a dot path (`"price.value"`, `"items.0.id"`) of a parsed value; undefined when absent. */
   readDotPath(value: unknown, path: string): unknown;
   /** Throw for a failed step: `new IngestionError("CONTRACT" | "SUPPLIER" | …, message)`. */

@@ -1,161 +1,62 @@
 import type { FieldsDefinition } from "../config/connector-schema.js";
-import type { Offer, Reject } from "../ingestion/ports.js";
-import { fitsNumeric, isLosslessNumber, jsonbText } from "../platform/exact-json.js";
-import { stripControl } from "../platform/redact.js";
+import type { FieldCoverage, Offer, Reject } from "../ingestion/ports.js";
+import { jsonbText } from "../platform/exact-json.js";
+import { type CoveragePlan, coverageOf, coveragePlan, FIXED_SLOTS, newCounts, SLOT } from "./coverage.js";
 import {
   type CompiledField,
   type CompiledFields,
   compileFields,
   FieldReadError,
-  isNulled,
-  withDecimalPoint,
+  isNulledOn,
 } from "./field-spec.js";
+import {
+  FieldError,
+  MAX_ATTRIBUTES_BYTES,
+  show,
+  toCurrency,
+  toName,
+  toPrice,
+  toSku,
+  toStock,
+} from "./field-validation.js";
+
+export { MAX_ATTRIBUTES_BYTES };
 
 /**
  * One raw supplier record → a validated {@link Offer}, or a {@link Reject}
- * that keeps the raw record and says which field was wrong and why.
- *
- * Prices never pass through a float (docs/architecture.md, The invariants (4); docs/connectors.md, Validation): a string is
- * checked as a decimal and kept as sent; a JSON number arrives either as a double
- * that holds the literal's exact value (the page scan made sure, so `String(n)` is
- * that value) or as a `LosslessNumber` carrying the literal's own text.
- * PostgreSQL's `numeric` stores the text digit for digit.
+ * that keeps the raw record and says which field was wrong and why
+ * (field-validation.ts), counting on the way how many records gave each mapped
+ * field a value (coverage.ts).
  */
 
-/** The common case, checked first without capturing: `12`, `0.000345`, `12345678901234567890.5`. */
-const PLAIN_DECIMAL = /^\d+(?:\.\d+)?$/;
-/** A non-negative decimal, optionally with an exponent: `12`, `0.000345`, `1.5e3`, `2E-7`. */
-const DECIMAL = /^(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
-const MAX_PRICE_CHARS = 100;
-const CURRENCY = /^[A-Za-z]{3}$/;
-const MAX_SKU = 256;
-const MAX_NAME = 1_000;
-/** At most this many bytes of JSON of attributes per offer (docs/connectors.md, Records and fields). */
-export const MAX_ATTRIBUTES_BYTES = 16_384;
-
-class FieldError extends Error {}
-
-/** A short, printable form of a bad value for reject reasons. */
-function show(value: unknown): string {
-  let text: string;
-  if (value === undefined) return "missing";
-  if (isLosslessNumber(value)) text = value.value.length > 80 ? `${value.value.slice(0, 80)}…` : value.value;
-  else if (typeof value === "string")
-    text = JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
-  else {
-    try {
-      text = JSON.stringify(value) ?? String(value);
-    } catch {
-      text = String(value);
-    }
-    if (text.length > 80) text = `${text.slice(0, 80)}…`;
-  }
-  return stripControl(text);
+/**
+ * A read that failed (an expression or a sum that failed on this record). Every field of
+ * a record is read before any is validated, so each is counted for coverage whatever
+ * the record's fate; the failure is thrown when validation reaches that field.
+ */
+class Failed {
+  constructor(readonly error: FieldError) {}
 }
 
-function fail(field: string, path: string, value: unknown, why: string): never {
-  throw new FieldError(`${field} (${path}) ${why}: ${show(value)}`);
-}
-
-function toSku(value: unknown, path: string): string {
-  let text: string;
-  if (typeof value === "string") text = value.trim();
-  else if (typeof value === "number" && Number.isSafeInteger(value)) text = String(value);
-  else if (isLosslessNumber(value) && /^-?\d+$/.test(value.value)) text = value.value;
-  else if (value === undefined || value === null) return fail("sku", path, value, "is missing");
-  else return fail("sku", path, value, "must be a string or an integer");
-  if (text.length === 0) fail("sku", path, value, "is empty");
-  if (text.length > MAX_SKU)
-    fail("sku", path, value, `is longer than ${MAX_SKU} characters (${text.length})`);
-  return text;
-}
-
-function toPrice(value: unknown, path: string, field: CompiledField | undefined): string {
-  let text: string;
-  if (typeof value === "string") {
-    const decimal = field ? withDecimalPoint(field, value.trim()) : value.trim();
-    if (decimal === undefined)
-      return fail("price", path, value, "is not a decimal number with ',' as its separator");
-    text = decimal;
-  } else if (typeof value === "number") {
-    if (!Number.isFinite(value)) fail("price", path, value, "is not a finite number");
-    // The page scan parsed this literal as a double only because the double holds its exact value.
-    text = Object.is(value, -0) ? "0" : String(value);
-  } else if (isLosslessNumber(value)) text = value.value;
-  else if (value === undefined || value === null) return fail("price", path, value, "is missing");
-  else return fail("price", path, value, "must be a decimal string or a number");
-  if (text.length === 0) fail("price", path, value, "is empty");
-  if (text.length > MAX_PRICE_CHARS) {
-    fail("price", path, value, `is longer than ${MAX_PRICE_CHARS} characters (${text.length})`);
-  }
-  if (PLAIN_DECIMAL.test(text)) return text;
-  const sign = text.charCodeAt(0);
-  const negative = sign === 0x2d; /* - */
-  const match = DECIMAL.exec(negative || sign === 0x2b /* + */ ? text.slice(1) : text);
-  if (!match) return fail("price", path, value, "is not a decimal number");
-  const [, integer = "", fraction = "", exponentText] = match;
-  if (negative) {
-    if (/[1-9]/.test(integer + fraction)) fail("price", path, value, "is negative");
-    return "0";
-  }
-  if (exponentText !== undefined) {
-    // numeric accepts any exponent whose value fits its range; beyond it the page would fail.
-    if (!fitsNumeric(integer, fraction, Number(exponentText))) {
-      fail("price", path, value, "is out of the range of PostgreSQL numeric");
-    }
-  }
-  return text;
-}
-
-function toCurrency(value: unknown, path: string): string | null {
-  if (value === undefined || value === null) return null;
-  if (typeof value !== "string" || !CURRENCY.test(value.trim())) {
-    return fail("currency", path, value, "is not a 3-letter ISO 4217 code");
-  }
-  return value.trim().toUpperCase();
-}
-
-function toStock(value: unknown, path: string, field: CompiledField): number | null {
-  if (value === undefined || value === null) return null;
-  let n: number;
-  if (typeof value === "number") n = value;
-  else if (typeof value === "string") {
-    // An integral decimal (`12`, `12.0`, `1 234,00` with `decimalSeparator: ","`) is a stock.
-    const text = withDecimalPoint(field, value.trim());
-    n = text !== undefined && /^-?\d+(\.0+)?$/.test(text) ? Number(text) : Number.NaN;
-  }
-  // Only literals a double cannot hold arrive as LosslessNumber: too large, or not integral.
-  else if (isLosslessNumber(value)) n = /^-?\d+$/.test(value.value) ? Number(value.value) : Number.NaN;
-  else return fail("stock", path, value, "is not an integer");
-  if (!Number.isInteger(n)) fail("stock", path, value, "is not an integer");
-  if (n < 0) fail("stock", path, value, "is negative");
-  if (n > 2_147_483_647) fail("stock", path, value, "does not fit a 32-bit integer");
-  return n;
-}
-
-function toName(value: unknown, path: string): string | null {
-  if (value === undefined || value === null) return null;
-  if (typeof value !== "string") return fail("name", path, value, "is not a string");
-  const clean = stripControl(value).trim();
-  if (clean.length > MAX_NAME)
-    fail("name", path, value, `is longer than ${MAX_NAME} characters (${clean.length})`);
-  return clean === "" ? null : clean;
-}
-
-/** A field's value as read; `FieldReadError` (a failing expression) becomes a FieldError naming it. */
-function readRaw(name: string, field: CompiledField, raw: object): unknown {
+function readOrFail(field: CompiledField, record: object, name: string, attribute = false): unknown {
   try {
-    return field.read(raw);
+    return field.read(record);
   } catch (err) {
-    if (err instanceof FieldReadError) throw new FieldError(`${name} (${field.source}) ${err.message}`);
-    throw err;
+    if (!(err instanceof FieldReadError)) throw err;
+    const label = attribute ? `attributes.${name}` : name;
+    return new Failed(new FieldError(`${label} (${field.source}) ${err.message}`));
   }
 }
 
-/** A field's value after `nullIf`. */
-function read(name: string, field: CompiledField, raw: object): unknown {
-  const value = readRaw(name, field, raw);
-  return isNulled(field, value) ? null : value;
+/** A value for coverage: found, not null, not a failed read. */
+function found(value: unknown): boolean {
+  return value !== undefined && value !== null && !(value instanceof Failed);
+}
+
+/** The value validation sees: a failed read thrown, `nullIf` / `nullWhen` applied on `record`. */
+function settled(field: CompiledField, value: unknown, record: object | undefined): unknown {
+  if (value instanceof Failed) throw value.error;
+  return record !== undefined && isNulledOn(field, value, record) ? null : value;
 }
 
 function compiledFor(fields: FieldsDefinition | CompiledFields): CompiledFields {
@@ -180,38 +81,82 @@ export interface EnrichedValue {
   record: object | undefined;
 }
 
-/** The field that applies and its value after `nullIf`: the enrichment's when it gives one. */
-function pick(
-  name: "name" | "currency" | "stock",
-  main: CompiledField | undefined,
-  raw: object,
-  enriched: EnrichedValues | undefined,
-): [CompiledField | undefined, unknown] {
-  const e = enriched?.fields[name];
-  if (e === undefined) return [main, main ? read(name, main, raw) : undefined];
-  return [e.field, e.record === undefined ? undefined : read(name, e.field, e.record)];
+/** One fixed field of one record: the spec that applies, the record it reads, the value found. */
+interface Read {
+  field: CompiledField | undefined;
+  record: object | undefined;
+  value: unknown;
 }
 
-function toAttributes(
+/** The field that applies: the enrichment's when it maps one, else the main record's. */
+function pick(
+  name: "price" | "name" | "currency" | "stock",
+  main: CompiledField | undefined,
+  raw: object,
+  enriched: EnrichedValues,
+): Read {
+  const e = enriched.fields[name];
+  const field = e === undefined ? main : e.field;
+  const record = e === undefined ? raw : e.record;
+  const value = field === undefined || record === undefined ? undefined : readOrFail(field, record, name);
+  return { field, record, value };
+}
+
+interface AttributesRead {
+  readonly attributes: Record<string, unknown> | null;
+  readonly failed: Failed | undefined;
+}
+
+const NO_ATTRIBUTES: AttributesRead = Object.freeze({ attributes: null, failed: undefined });
+
+/** The attributes of one record, read and counted; the first failed read kept for validation. */
+function readAttributes(
   fields: CompiledFields,
   raw: object,
   enriched: EnrichedValues | undefined,
-): Record<string, unknown> | null {
-  if (fields.attributes.length === 0 && enriched === undefined) return null;
+  counts: number[] | undefined,
+  plan: CoveragePlan | undefined,
+): AttributesRead {
+  if (fields.attributes.length === 0 && enriched === undefined) return NO_ATTRIBUTES;
   let attributes: Record<string, unknown> | null = null;
-  for (const [name, field] of fields.attributes) {
+  let failed: Failed | undefined;
+  const own = fields.attributes;
+  for (let i = 0; i < own.length; i++) {
+    const [name, field] = own[i] as [string, CompiledField];
     if (enriched?.attributes[name] !== undefined) continue;
-    const value = read(`attributes.${name}`, field, raw);
-    if (value === undefined || value === null) continue;
+    const value = readOrFail(field, raw, name, true);
+    if (counts !== undefined && found(value)) (counts[FIXED_SLOTS + i] as number)++;
+    if (value instanceof Failed) {
+      failed ??= value;
+      continue;
+    }
+    if (value === undefined || value === null || isNulledOn(field, value, raw)) continue;
     attributes ??= {};
     attributes[name] = value;
   }
-  for (const [name, e] of Object.entries(enriched?.attributes ?? {})) {
-    const value = e.record === undefined ? undefined : read(`attributes.${name}`, e.field, e.record);
-    if (value === undefined || value === null) continue;
-    attributes ??= {};
-    attributes[name] = value;
+  if (enriched !== undefined) {
+    for (const name in enriched.attributes) {
+      const e = enriched.attributes[name] as EnrichedValue;
+      const value = e.record === undefined ? undefined : readOrFail(e.field, e.record, name, true);
+      if (counts !== undefined && found(value)) {
+        const slot = plan?.attributeSlots.get(name);
+        if (slot !== undefined) (counts[slot] as number)++;
+      }
+      if (value instanceof Failed) {
+        failed ??= value;
+        continue;
+      }
+      if (value === undefined || value === null || isNulledOn(e.field, value, e.record as object)) continue;
+      attributes ??= {};
+      attributes[name] = value;
+    }
   }
+  return { attributes, failed };
+}
+
+function checkedAttributes(read: AttributesRead): Record<string, unknown> | null {
+  if (read.failed !== undefined) throw read.failed.error;
+  const attributes = read.attributes;
   if (attributes !== null) {
     const bytes = Buffer.byteLength(jsonbText(attributes));
     if (bytes > MAX_ATTRIBUTES_BYTES) {
@@ -221,61 +166,100 @@ function toAttributes(
   return attributes;
 }
 
+function count(counts: number[], slot: number, value: unknown): void {
+  if (found(value)) (counts[slot] as number)++;
+}
+
 /**
  * Validates one record against the connector's field mapping (plain dot paths, or
- * field specs compiled by {@link compileFields}). Never throws.
+ * field specs compiled by {@link compileFields}). Never throws. With `counts`, adds
+ * the record's values to the step's coverage (slots of `plan`, {@link coveragePlan}).
  */
 export function normalizeRecord(
   raw: unknown,
   fields: FieldsDefinition | CompiledFields,
   enriched?: EnrichedValues,
+  counts?: number[],
+  plan?: CoveragePlan,
 ): { offer: Offer } | { reject: Reject } {
   const mapping = compiledFor(fields);
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+    return { reject: { reason: `record is not an object: ${show(raw)}`, raw } };
+  }
+  const { sku } = mapping;
+  const skuValue = readOrFail(sku, raw, "sku");
+  // Locals, not objects: the path without enrichments is the hot path of every page.
+  let priceField = mapping.price;
+  let currencyField = mapping.currency;
+  let stockField = mapping.stock;
+  let nameField = mapping.name;
+  let priceRecord: object | undefined = raw;
+  let currencyRecord: object | undefined = raw;
+  let stockRecord: object | undefined = raw;
+  let nameRecord: object | undefined = raw;
+  let priceValue: unknown;
+  let currencyValue: unknown;
+  let stockValue: unknown;
+  let nameValue: unknown;
+  if (enriched === undefined) {
+    if (priceField) priceValue = readOrFail(priceField, raw, "price");
+    if (currencyField) currencyValue = readOrFail(currencyField, raw, "currency");
+    if (stockField) stockValue = readOrFail(stockField, raw, "stock");
+    if (nameField) nameValue = readOrFail(nameField, raw, "name");
+  } else {
+    ({
+      field: priceField,
+      record: priceRecord,
+      value: priceValue,
+    } = pick("price", priceField, raw, enriched));
+    ({
+      field: currencyField,
+      record: currencyRecord,
+      value: currencyValue,
+    } = pick("currency", currencyField, raw, enriched));
+    ({
+      field: stockField,
+      record: stockRecord,
+      value: stockValue,
+    } = pick("stock", stockField, raw, enriched));
+    ({ field: nameField, record: nameRecord, value: nameValue } = pick("name", nameField, raw, enriched));
+  }
+  const attributes = readAttributes(mapping, raw, enriched, counts, plan);
+  if (counts !== undefined) {
+    count(counts, SLOT.price, priceValue);
+    count(counts, SLOT.currency, currencyValue);
+    count(counts, SLOT.stock, stockValue);
+    count(counts, SLOT.name, nameValue);
+  }
   try {
-    if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
-      throw new FieldError(`record is not an object: ${show(raw)}`);
-    }
-    const { sku } = mapping;
-    let offer: Offer;
-    if (enriched === undefined) {
-      // The hot path of connectors without enrich: the main record's fields only.
-      const { price, currency, stock, name } = mapping;
-      // No price field: an enrichment maps it, and this record had no SKU to enrich.
-      const priceValue = price ? readRaw("price", price, raw) : undefined;
-      offer = {
-        sku: toSku(read("sku", sku, raw), sku.source),
-        // Null only through nullIf (a price on request); a missing price is a reject.
-        price:
-          price && isNulled(price, priceValue) ? null : toPrice(priceValue, price?.source ?? "enrich", price),
-        currency: currency ? toCurrency(read("currency", currency, raw), currency.source) : null,
-        stock: stock ? toStock(read("stock", stock, raw), stock.source, stock) : null,
-        name: name ? toName(read("name", name, raw), name.source) : null,
-      };
-    } else {
-      const e = enriched.fields.price;
-      const price = e?.field ?? mapping.price;
-      const source = e?.record ?? (e === undefined ? raw : undefined);
-      const priceValue =
-        source === undefined || price === undefined ? undefined : readRaw("price", price, source);
-      const [currency, currencyValue] = pick("currency", mapping.currency, raw, enriched);
-      const [stock, stockValue] = pick("stock", mapping.stock, raw, enriched);
-      const [name, nameValue] = pick("name", mapping.name, raw, enriched);
-      offer = {
-        sku: toSku(read("sku", sku, raw), sku.source),
-        price:
-          price && isNulled(price, priceValue) ? null : toPrice(priceValue, price?.source ?? "enrich", price),
-        currency: currency ? toCurrency(currencyValue, currency.source) : null,
-        stock: stock ? toStock(stockValue, stock.source, stock) : null,
-        name: name ? toName(nameValue, name.source) : null,
-      };
-    }
-    const attributes = toAttributes(mapping, raw, enriched);
-    if (attributes !== null) offer.attributes = attributes;
+    const offer: Offer = {
+      sku: toSku(settled(sku, skuValue, raw), sku.source),
+      // Null only through nullIf / nullWhen (a price on request); a missing price is a reject.
+      price: priceField
+        ? priceOf(priceField, priceValue, priceRecord)
+        : toPrice(undefined, "enrich", undefined),
+      currency: currencyField
+        ? toCurrency(settled(currencyField, currencyValue, currencyRecord), currencyField.source)
+        : null,
+      stock: stockField
+        ? toStock(settled(stockField, stockValue, stockRecord), stockField.source, stockField)
+        : null,
+      name: nameField ? toName(settled(nameField, nameValue, nameRecord), nameField.source) : null,
+    };
+    const checked = checkedAttributes(attributes);
+    if (checked !== null) offer.attributes = checked;
     return { offer };
   } catch (err) {
     if (err instanceof FieldError) return { reject: { reason: err.message, raw } };
     throw err;
   }
+}
+
+/** The price: null when `nullIf` lists the value found or `nullWhen` holds (sent or not), else validated. */
+function priceOf(field: CompiledField, value: unknown, record: object | undefined): string | null {
+  if (value instanceof Failed) throw value.error;
+  if (record !== undefined && isNulledOn(field, value, record)) return null;
+  return toPrice(value, field.source, field);
 }
 
 /** The SKU of a raw record as validation would read it, or undefined when it has none valid. */
@@ -287,27 +271,35 @@ export function skuOfRecord(raw: unknown, mapping: CompiledFields): string | und
 /** The SKU a field gives on `record` (an enrichment's `key`), or undefined. */
 export function skuOfValue(record: object, field: CompiledField): string | undefined {
   try {
-    return toSku(read("sku", field, record), field.source);
+    const value = field.read(record);
+    return toSku(isNulledOn(field, value, record) ? null : value, field.source);
   } catch (err) {
-    if (err instanceof FieldError) return undefined;
+    if (err instanceof FieldError || err instanceof FieldReadError) return undefined;
     throw err;
   }
 }
 
-/** Splits a page's records into offers and rejects, in order. */
+/**
+ * Splits a page's records into offers and rejects, in order, and counts the step's
+ * field coverage. `plan` names the fields an enrichment maps (the connector's,
+ * {@link coveragePlan}); without it, the mapping's own fields are counted.
+ */
 export function normalizeRecords(
   records: readonly unknown[],
   fields: FieldsDefinition | CompiledFields,
   enriched?: readonly (EnrichedValues | undefined)[],
-): { offers: Offer[]; rejects: Reject[] } {
+  plan?: CoveragePlan,
+): { offers: Offer[]; rejects: Reject[]; coverage: FieldCoverage[] } {
   const mapping = compiledFor(fields);
+  const coverage = plan ?? coveragePlan(mapping);
+  const counts = newCounts(coverage);
   const offers: Offer[] = [];
   const rejects: Reject[] = [];
   for (let i = 0; i < records.length; i++) {
     const raw = records[i];
-    const result = normalizeRecord(raw, mapping, enriched?.[i]);
+    const result = normalizeRecord(raw, mapping, enriched?.[i], counts, coverage);
     if ("offer" in result) offers.push(result.offer);
     else rejects.push(result.reject);
   }
-  return { offers, rejects };
+  return { offers, rejects, coverage: coverageOf(coverage, counts, records.length) };
 }

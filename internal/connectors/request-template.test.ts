@@ -48,6 +48,18 @@ t.test("body and form strings take the values as they are", async (t) => {
 
 t.test("batches and their values", async (t) => {
   t.same(inBatches([1, 2, 3, 4, 5], 2), [[1, 2], [3, 4], [5]]);
-  t.same(batchValues(["a"], ","), { skus: "a", sku: "a" }, "{sku} for a batch of one");
-  t.same(batchValues(["a", "b"], "|"), { skus: "a|b" });
+  t.same(batchValues(["a"], ","), { skus: "a", sku_list: '["a"]', sku: "a" }, "{sku} for a batch of one");
+  t.same(batchValues(["a", "b"], "|"), { skus: "a|b", sku_list: '["a","b"]' });
 });
+
+t.test(
+  "{sku_list}: the batch as a JSON array in a POST body, strings whatever the codes look like",
+  async (t) => {
+    const body = requestBody(
+      { body: { items: "{sku_list}", joined: "{skus}" } },
+      batchValues(["563726", 'A"1', "B 2"], ","),
+    );
+    t.equal(body?.contentType, "application/json");
+    t.same(JSON.parse(body?.data ?? "null"), { items: ["563726", 'A"1', "B 2"], joined: '563726,A"1,B 2' });
+  },
+);

@@ -62,9 +62,12 @@ export function requestBody(
   return undefined;
 }
 
-/** The values of one batch of SKUs: `{skus}` joined by `separator`, `{sku}` for a batch of one. */
+/**
+ * The values of one batch of SKUs: `{skus}` joined by `separator`, `{sku}` for a batch of one,
+ * `{sku_list}` the batch as a JSON array (a whole `body` string only).
+ */
 export function batchValues(batch: readonly string[], separator: string): Record<string, string> {
-  const values: Record<string, string> = { skus: batch.join(separator) };
+  const values: Record<string, string> = { skus: batch.join(separator), sku_list: JSON.stringify(batch) };
   if (batch.length === 1) values.sku = batch[0] as string;
   return values;
 }

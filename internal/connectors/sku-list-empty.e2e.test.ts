@@ -26,7 +26,7 @@ t.test(
         baseUrl: sim.baseUrl("etm"),
         rateLimit: { requestsPerSecond: 1000, burst: 1000, maxConcurrency: 2 },
         skus: { from: "file", file: "skus.txt", batch: 50, allowEmpty },
-        request: { path: "/api/v1/goods/{skus}/price", query: { type: "cli" } },
+        request: { path: "/api/v1/goods/{skus}/price", query: { type: "etm" } },
         records: { path: "data.rows" },
         fields: { sku: "gdscode", price: "price", currency: { const: "RUB" } },
       });

@@ -2,9 +2,12 @@
  * Helpers for the connector tests: definitions with defaults applied, a
  * logger whose output the test reads, and a walk collector.
  */
+
+import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
+import type pg from "pg";
 import { type ConnectorDefinition, connectorDefinitionSchema } from "../config/connector-schema.js";
 import type { Connector, Page, WalkContext } from "../ingestion/ports.js";
 import { createMetrics, type Metrics } from "../observability/metrics.js";
@@ -125,4 +128,32 @@ export async function startServer(
       }),
   );
   return { server, url: `http://127.0.0.1:${port}`, port, requests };
+}
+
+/** A connector file shipped in config/suppliers, parsed as JSON (not validated: tests override keys first). */
+export function shippedConnector(name: string): Record<string, unknown> {
+  return JSON.parse(
+    readFileSync(new URL(`../../config/suppliers/${name}.json`, import.meta.url), "utf8"),
+  ) as Record<string, unknown>;
+}
+
+/** One stored offer, as the end-to-end tests of shipped connectors compare it. */
+export interface StoredOffer {
+  sku: string;
+  name: string | null;
+  price: string | null;
+  currency: string | null;
+  stock: number | null;
+  attributes: Record<string, unknown> | null;
+  delisted: boolean;
+}
+
+/** A supplier's offers in `supplier_offers`, by SKU, the price as its exact text. */
+export async function storedOffers(pool: pg.Pool, supplier: string): Promise<StoredOffer[]> {
+  const { rows } = await pool.query<StoredOffer>(
+    `select sku, name, price::text as price, currency, stock, attributes, delisted_at is not null as delisted
+       from supplier_offers where supplier = $1 order by sku`,
+    [supplier],
+  );
+  return rows;
 }

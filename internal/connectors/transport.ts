@@ -245,7 +245,7 @@ export class Transport {
             );
           }
           request.ctx.log.info(
-            { supplier: this.supplier, run_id: request.ctx.runId, seq: request.seq },
+            { seq: request.seq },
             "session expired: logging in again and repeating the request",
           );
           this.auth.expire(err.generation);
@@ -325,8 +325,7 @@ export class Transport {
             },
             ...(x.ctx.log.isLevelEnabled("debug")
               ? {
-                  onEvent: (event: RequestEvent) =>
-                    x.ctx.log.debug({ supplier, run_id: x.ctx.runId, seq: x.seq, ...event }, "http request"),
+                  onEvent: (event: RequestEvent) => x.ctx.log.debug({ seq: x.seq, ...event }, "http request"),
                 }
               : {}),
           });
@@ -364,8 +363,6 @@ export class Transport {
           metrics.httpRetries.inc({ supplier, reason });
           x.ctx.log.warn(
             {
-              supplier,
-              run_id: x.ctx.runId,
               seq: x.seq,
               attempt,
               reason,

@@ -4,6 +4,7 @@ import { IngestionError } from "../platform/errors.js";
 import { encodingReason, REPLACEMENT } from "./decode.js";
 import type { CsvFormat } from "./format-schema.js";
 import { type Collector, clip, MAX_RECORD_CHARS, type RecordReader } from "./types.js";
+import { normalizeHeader } from "./workbook.js";
 
 /**
  * CSV records with csv-parse. A row csv-parse cannot read (a stray quote, a
@@ -30,7 +31,8 @@ export function csvRecordReader(format: CsvFormat, encoding: string): RecordRead
     const parser = parse({
       delimiter: format.delimiter,
       quote: format.quote,
-      columns: format.header,
+      // Header texts as record keys, whitespace-normalised as field paths are (docs/feeds.md, flat records).
+      columns: format.header ? (header: string[]) => header.map(normalizeHeader) : false,
       from_line: format.skipLines + 1,
       raw: true,
       info: true,

@@ -32,8 +32,26 @@ t.test("defaults of every type", async (t) => {
   });
 });
 
+t.test("workbook formats: defaults and messages", async (t) => {
+  t.same(formatSchema.parse({ type: "xlsx" }), {
+    type: "xlsx",
+    sheet: 1,
+    headerRow: "auto",
+    header: true,
+    pageSize: 5000,
+  });
+  t.same(issues({ type: "xls", sheet: 0 }), ["sheet: must be at least 1"]);
+  t.same(issues({ type: "xlsx", headerRow: "first" }), [
+    'headerRow: must be "auto" or a row number (1-based)',
+  ]);
+  t.same(issues({ type: "xlsx", encoding: "utf-8" }), [': Unrecognized key: "encoding"']);
+  t.equal(feedMaxBytes(formatSchema.parse({ type: "xls" }), undefined, 1), 100 * 1024 ** 2);
+  t.equal(feedMaxBytes(formatSchema.parse({ type: "xlsx" }), undefined, 1), STREAMED_MAX_RESPONSE_BYTES);
+  t.ok(isStreamedFormat(formatSchema.parse({ type: "xlsx" })));
+});
+
 t.test("messages name the key", async (t) => {
-  t.same(issues({ type: "yml" }), ["type: must be one of json, jsonl, csv, xml"]);
+  t.same(issues({ type: "yml" }), ["type: must be one of json, jsonl, csv, xml, xlsx, xls"]);
   t.same(issues({ type: "xml" }), ["element: is required: the name of the record element, e.g. offer"]);
   t.same(issues({ type: "xml", element: "a b" }), ["element: must be an XML element name"]);
   t.same(issues({ encoding: "cp866" }), [

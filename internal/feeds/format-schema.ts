@@ -18,7 +18,9 @@ export const STREAMED_MAX_RESPONSE_BYTES = 4 * 1024 ** 3;
 /** A decompressed stream more than this many times larger than its compressed input is refused (`CONTRACT`). */
 export const MAX_DECOMPRESSION_RATIO = 100;
 
-const FORMAT_TYPES = ["json", "jsonl", "csv", "xml"] as const;
+const FORMAT_TYPES = ["json", "jsonl", "csv", "xml", "xlsx", "xls"] as const;
+/** `maxResponseBytes` of an `xls` workbook (read whole) when the definition sets none. */
+export const XLS_MAX_RESPONSE_BYTES = 100 * 1024 ** 2;
 
 const common = {
   /** A zip archive's entry to read: a name or a glob (`*.xml`); default: its only file. */
@@ -73,6 +75,30 @@ const xmlFormat = z.strictObject({
   ...common,
 });
 
+/** `xlsx` and `xls` (docs/feeds.md, Workbooks): the sheet, where its header is, flat records. */
+const workbookKeys = {
+  /** A sheet name, or a 1-based index. */
+  sheet: z
+    .union([
+      z.string().trim().min(1, "must not be empty"),
+      z.number().int("must be an integer").min(1, "must be at least 1"),
+    ])
+    .default(1),
+  /** A 1-based row number, or `auto`: the first row among the first 50 holding every mapped column. */
+  headerRow: z
+    .union([z.literal("auto"), z.number().int("must be an integer").min(1, "must be at least 1")], {
+      error: 'must be "auto" or a row number (1-based)',
+    })
+    .default("auto"),
+  /** True: records keyed by the header's texts; false: keyed by column letter `A`, `B`, … */
+  header: z.boolean({ error: "must be true or false" }).default(true),
+  zipEntry: common.zipEntry,
+  pageSize: common.pageSize,
+};
+
+const xlsxFormat = z.strictObject({ type: z.literal("xlsx"), ...workbookKeys });
+const xlsFormat = z.strictObject({ type: z.literal("xls"), ...workbookKeys });
+
 /**
  * The `format` key. `type` defaults to `json` (the body parsed whole) when absent.
  * Parsed output is {@link FeedFormat}.
@@ -82,7 +108,7 @@ export const formatSchema = z.preprocess(
     value !== null && typeof value === "object" && !Array.isArray(value) && !("type" in value)
       ? { ...value, type: "json" }
       : value,
-  z.discriminatedUnion("type", [jsonFormat, jsonlFormat, csvFormat, xmlFormat], {
+  z.discriminatedUnion("type", [jsonFormat, jsonlFormat, csvFormat, xmlFormat, xlsxFormat, xlsFormat], {
     error: (issue) =>
       issue.code === "invalid_union" ? `must be one of ${FORMAT_TYPES.join(", ")}` : undefined,
   }),
@@ -93,6 +119,17 @@ export type FeedFormatInput = z.input<typeof formatSchema>;
 export type CsvFormat = z.output<typeof csvFormat>;
 export type XmlFormat = z.output<typeof xmlFormat>;
 export type JsonFormat = z.output<typeof jsonFormat>;
+export type WorkbookFormat = z.output<typeof xlsxFormat> | z.output<typeof xlsFormat>;
+
+/** Records are flat (csv, xlsx, xls): a field path names a column's header text as a whole, never split at dots. */
+export function isFlatFormat(format: FeedFormat): boolean {
+  return format.type === "csv" || format.type === "xlsx" || format.type === "xls";
+}
+
+/** `xlsx` or `xls`: records are flat rows of a sheet, keyed by normalised header text. */
+export function isWorkbookFormat(format: FeedFormat): format is WorkbookFormat {
+  return format.type === "xlsx" || format.type === "xls";
+}
 
 /** True when the format is read as a stream of steps (no pagination, partitions or SKU lists). */
 export function isStreamedFormat(format: FeedFormat): boolean {
@@ -102,5 +139,6 @@ export function isStreamedFormat(format: FeedFormat): boolean {
 /** The `maxResponseBytes` in force: the definition's when it sets one, else 4 GiB for a streamed format. */
 export function feedMaxBytes(format: FeedFormat, configured: number | undefined, fallback: number): number {
   if (configured !== undefined) return configured;
+  if (format.type === "xls") return XLS_MAX_RESPONSE_BYTES;
   return isStreamedFormat(format) ? STREAMED_MAX_RESPONSE_BYTES : fallback;
 }

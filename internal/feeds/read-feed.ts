@@ -14,12 +14,15 @@ import {
 } from "./bytes.js";
 import { csvRecordReader } from "./csv-records.js";
 import { chooseEncoding, decodeText, SNIFF_BYTES } from "./decode.js";
-import type { FeedFormat } from "./format-schema.js";
+import { type FeedFormat, isWorkbookFormat, type WorkbookFormat } from "./format-schema.js";
 import { jsonStreamRecordReader, jsonWholeRecordReader } from "./json-records.js";
 import { jsonlRecordReader } from "./jsonl-records.js";
 import { Collector, type FeedBatch, type RecordReader } from "./types.js";
+import { pickSheet, rowsToRecords, type SheetRow } from "./workbook.js";
+import { readWhole, xlsSheetRows } from "./xls-rows.js";
+import { openXlsxSheet } from "./xlsx-rows.js";
 import { xmlRecordReader } from "./xml-records.js";
-import { type OpenedZipEntry, openZipEntry } from "./zip.js";
+import { type OpenedZipEntry, openZipEntry, type SpooledFile, spoolToFile } from "./zip.js";
 
 /**
  * One feed response body → batches of records (docs/feeds.md), end to end as a
@@ -54,6 +57,8 @@ export interface ReadFeedOptions {
   maxJsonDepth?: number | undefined;
   /** Where a zip archive is spooled (default `os.tmpdir()`); it needs room for the whole archive. */
   spoolDir?: string | undefined;
+  /** `xlsx`/`xls`: the mapped column names (field paths); `headerRow: "auto"` looks for a row holding all. */
+  columns?: readonly string[] | undefined;
 }
 
 /** What the byte layer learnt, for logs and metrics; filled as the read goes. */
@@ -63,12 +68,19 @@ export interface FeedReadStats {
   encoding: string | undefined;
   compression: "none" | "content-encoding" | "gzip" | "zip";
   zipEntry: string | undefined;
+  /** `xlsx`/`xls`: the sheet read, its header row (1-based) and the header's normalised texts. */
+  sheet?: string | undefined;
+  headerRow?: number | undefined;
+  header?: string[] | undefined;
 }
 
 function readerFor(options: ReadFeedOptions, encoding: string): RecordReader {
   const { format } = options;
   const maxDepth = options.maxJsonDepth ?? 64;
   switch (format.type) {
+    case "xlsx":
+    case "xls":
+      throw new Error("a workbook is read from bytes, not text");
     case "xml":
       return xmlRecordReader(format, encoding);
     case "csv":
@@ -79,6 +91,44 @@ function readerFor(options: ReadFeedOptions, encoding: string): RecordReader {
       return format.stream
         ? jsonStreamRecordReader(options.recordsPath ?? "", encoding, maxDepth)
         : jsonWholeRecordReader(options.recordsPath ?? "", maxDepth);
+  }
+}
+
+/**
+ * A workbook's records: `xlsx` spooled to a file and its sheet streamed (xlsx-rows.ts),
+ * `xls` read whole (xls-rows.ts); rows become records in `out` (workbook.ts).
+ */
+async function* readWorkbook(
+  bytes: AsyncIterable<Buffer>,
+  format: WorkbookFormat,
+  options: ReadFeedOptions,
+  out: Collector,
+  info: FeedReadStats,
+  onSpool: (file: SpooledFile) => void,
+): AsyncGenerator<void, void, undefined> {
+  const wb = { sheet: undefined, headerRow: undefined, header: undefined } as {
+    sheet: string | undefined;
+    headerRow: number | undefined;
+    header: string[] | undefined;
+  };
+  let sheet: { name: string; rows: AsyncIterable<SheetRow[]> };
+  if (format.type === "xls") {
+    sheet = await xlsSheetRows(await readWhole(bytes, options.maxBytes), format.sheet);
+  } else {
+    const file = await spoolToFile(bytes, options.maxBytes, options.spoolDir, "xlsx workbook");
+    onSpool(file);
+    sheet = await openXlsxSheet(file.path, options.maxBytes, (names) => pickSheet(names, format.sheet));
+  }
+  info.sheet = sheet.name;
+  try {
+    for await (const _ of rowsToRecords(sheet.rows, format, options.columns ?? [], sheet.name, out, wb)) {
+      info.headerRow = wb.headerRow;
+      info.header = wb.header;
+      yield;
+    }
+  } finally {
+    info.headerRow = wb.headerRow;
+    info.header = wb.header;
   }
 }
 
@@ -110,6 +160,8 @@ export async function* readFeed(
   };
   const counters: ByteCounters = { raw: 0, decompressed: 0, compressed: () => counters.raw };
   let zip: OpenedZipEntry | undefined;
+  let spooledWorkbook: SpooledFile | undefined;
+  const workbook = isWorkbookFormat(format);
   const out = new Collector(format.pageSize);
   // Destroying the body ends every stage above it: on abort (a stalled socket would
   // otherwise wait for its own timeout) and when the read ends early for any reason.
@@ -134,7 +186,8 @@ export async function* readFeed(
       info.compression = "gzip";
       ({ head, stream } = await peek(stream, 4));
     }
-    if (isZip(head)) {
+    // A workbook's own zip (xlsx) is read as one; a zipped workbook is opened by its zipEntry.
+    if (isZip(head) && (!workbook || format.zipEntry !== undefined)) {
       zip = await openZipEntry(stream, format.zipEntry, maxBytes, () => {}, options.spoolDir);
       const entry = zip;
       counters.compressed = () => Math.min(counters.raw, Math.max(entry.compressedSize, 1));
@@ -144,6 +197,26 @@ export async function* readFeed(
       info.zipEntry = zip.name;
     }
     const metered = meterDecompressed(stream, counters, maxBytes, compressed);
+    if (isWorkbookFormat(format)) {
+      const keep = (file: SpooledFile) => {
+        spooledWorkbook = file;
+      };
+      try {
+        for await (const _ of readWorkbook(metered, format, options, out, info, keep)) {
+          info.rawBytes = counters.raw;
+          info.decompressedBytes = counters.decompressed;
+          while (out.full) yield out.take();
+          signal?.throwIfAborted();
+        }
+      } catch (err) {
+        while (out.full) yield out.take();
+        throw err;
+      }
+      info.rawBytes = counters.raw;
+      info.decompressedBytes = counters.decompressed;
+      while (out.size > 0) yield out.take();
+      return;
+    }
     const sniffed = await peek(metered, SNIFF_BYTES);
     const encoding = chooseEncoding(format.encoding, sniffed.head, {
       xml: format.type === "xml",
@@ -173,5 +246,6 @@ export async function* readFeed(
     signal?.removeEventListener("abort", stop);
     stop();
     await zip?.close();
+    await spooledWorkbook?.remove();
   }
 }

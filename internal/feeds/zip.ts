@@ -30,7 +30,7 @@ export interface OpenedZipEntry {
 
 const NAMES_SHOWN = 10;
 
-function openZip(path: string): Promise<ZipFile> {
+export function openZip(path: string): Promise<ZipFile> {
   return new Promise((resolve, reject) => {
     yauzl.open(
       path,
@@ -79,6 +79,87 @@ function describeNames(names: string[], files: number): string {
 }
 
 /**
+ * Refuses an entry that is encrypted, declares more than `maxBytes`, or (past 1 MiB)
+ * more than 100:1; yauzl then checks while inflating that it keeps to what it declared.
+ * @throws IngestionError `CONTRACT`
+ */
+export function checkEntry(entry: Entry, maxBytes: number): void {
+  if ((entry.generalPurposeBitFlag & 0x1) !== 0) {
+    throw new IngestionError("CONTRACT", `zip entry ${JSON.stringify(entry.fileName)} is encrypted`);
+  }
+  if (entry.uncompressedSize > maxBytes) {
+    throw new IngestionError(
+      "CONTRACT",
+      `zip entry ${JSON.stringify(entry.fileName)} declares ${entry.uncompressedSize} bytes, more than maxResponseBytes (${maxBytes} bytes)`,
+    );
+  }
+  if (
+    entry.uncompressedSize > MAX_DECOMPRESSION_RATIO * Math.max(1, entry.compressedSize) &&
+    entry.uncompressedSize > 1024 * 1024
+  ) {
+    throw new IngestionError(
+      "CONTRACT",
+      `zip entry ${JSON.stringify(entry.fileName)} declares more than ${MAX_DECOMPRESSION_RATIO}:1 (${entry.uncompressedSize} bytes from ${entry.compressedSize}): refused as a decompression bomb`,
+    );
+  }
+}
+
+/** A spooled download: its temp file and the removal of its private directory. */
+export interface SpooledFile {
+  path: string;
+  bytes: number;
+  /** Idempotent. */
+  remove: () => Promise<void>;
+}
+
+/**
+ * Writes `source` (at most `maxBytes`, else `CONTRACT` naming `what`) to a file in a
+ * private temp directory under `spoolDir`, readable by this user only.
+ */
+export async function spoolToFile(
+  source: AsyncIterable<Buffer>,
+  maxBytes: number,
+  spoolDir: string = tmpdir(),
+  what = "zip archive",
+): Promise<SpooledFile> {
+  const dir = await mkdtemp(join(spoolDir, "supplier-sync-feed-")).catch((err: unknown) => {
+    throw spoolError(spoolDir, err);
+  });
+  const path = join(dir, "feed.zip");
+  let removed: Promise<void> | undefined;
+  const remove = () => {
+    removed ??= rm(dir, { recursive: true, force: true });
+    return removed;
+  };
+  try {
+    let spooled = 0;
+    const spooling = pipeline(
+      source,
+      async function* bound(chunks: AsyncIterable<Buffer>) {
+        for await (const chunk of chunks) {
+          spooled += chunk.length;
+          if (spooled > maxBytes) {
+            throw new IngestionError(
+              "CONTRACT",
+              `${what} is larger than maxResponseBytes (${maxBytes} bytes)`,
+            );
+          }
+          yield chunk;
+        }
+      },
+      createWriteStream(path, { mode: 0o600 }),
+    );
+    await spooling.catch((err: unknown) => {
+      throw err instanceof IngestionError ? err : spoolError(spoolDir, err);
+    });
+    return { path, bytes: spooled, remove };
+  } catch (err) {
+    await remove();
+    throw err;
+  }
+}
+
+/**
  * Spools `source` (at most `maxBytes`) and opens the entry `zipEntry` names (a
  * name or glob; without a slash it also matches a base name), or the only file.
  * The returned stream removes the temp file when it ends, fails or is abandoned.
@@ -92,41 +173,19 @@ export async function openZipEntry(
   onSpooled: (bytes: number) => void,
   spoolDir: string = tmpdir(),
 ): Promise<OpenedZipEntry> {
-  const dir = await mkdtemp(join(spoolDir, "supplier-sync-feed-")).catch((err: unknown) => {
-    throw spoolError(spoolDir, err);
-  });
-  const path = join(dir, "feed.zip");
+  const spool = await spoolToFile(source, maxBytes, spoolDir, "zip archive");
+  const path = spool.path;
   let zip: ZipFile | undefined;
   let cleaned: Promise<void> | undefined;
   const cleanup = () => {
     cleaned ??= (async () => {
       zip?.close();
-      await rm(dir, { recursive: true, force: true });
+      await spool.remove();
     })();
     return cleaned;
   };
   try {
-    let spooled = 0;
-    const spooling = pipeline(
-      source,
-      async function* bound(chunks: AsyncIterable<Buffer>) {
-        for await (const chunk of chunks) {
-          spooled += chunk.length;
-          if (spooled > maxBytes) {
-            throw new IngestionError(
-              "CONTRACT",
-              `zip archive is larger than maxResponseBytes (${maxBytes} bytes)`,
-            );
-          }
-          yield chunk;
-        }
-      },
-      createWriteStream(path, { mode: 0o600 }),
-    );
-    await spooling.catch((err: unknown) => {
-      throw err instanceof IngestionError ? err : spoolError(spoolDir, err);
-    });
-    onSpooled(spooled);
+    onSpooled(spool.bytes);
     try {
       zip = await openZip(path);
     } catch (err) {
@@ -160,24 +219,7 @@ export async function openZipEntry(
       );
     }
     const entry = matched[0]!;
-    if ((entry.generalPurposeBitFlag & 0x1) !== 0) {
-      throw new IngestionError("CONTRACT", `zip entry ${JSON.stringify(entry.fileName)} is encrypted`);
-    }
-    if (entry.uncompressedSize > maxBytes) {
-      throw new IngestionError(
-        "CONTRACT",
-        `zip entry ${JSON.stringify(entry.fileName)} declares ${entry.uncompressedSize} bytes, more than maxResponseBytes (${maxBytes} bytes)`,
-      );
-    }
-    if (
-      entry.uncompressedSize > MAX_DECOMPRESSION_RATIO * Math.max(1, entry.compressedSize) &&
-      entry.uncompressedSize > 1024 * 1024
-    ) {
-      throw new IngestionError(
-        "CONTRACT",
-        `zip entry ${JSON.stringify(entry.fileName)} declares more than ${MAX_DECOMPRESSION_RATIO}:1 (${entry.uncompressedSize} bytes from ${entry.compressedSize}): refused as a decompression bomb`,
-      );
-    }
+    checkEntry(entry, maxBytes);
     const opened = zip;
     const readable = await new Promise<NodeJS.ReadableStream>((resolve, reject) =>
       opened.openReadStream(entry, (err, stream) => (err ? reject(err) : resolve(stream))),

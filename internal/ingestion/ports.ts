@@ -26,10 +26,45 @@ export interface Offer {
   attributes?: Record<string, unknown> | null;
 }
 
+/**
+ * The guards of a connector (docs/connectors.md, Guards): what a complete, well-formed
+ * walk may not apply without an operator. Null: guards off.
+ */
+export interface GuardSettings {
+  /** A complete walk that would delist more than this share of the listed offers ... */
+  maxDelistRatio: number;
+  /** ... and more than this many of them delists nothing: the delisting is held. */
+  minDelistCount: number;
+  /** A new price ≥ stored × factor, or ≤ stored / factor, is held (exact decimals). */
+  priceJumpFactor: number;
+  /** An offer whose currency differs from its stored one is held. */
+  currencyChange: boolean;
+}
+
+/** What a guard can hold (`ingestion_held.kind`). */
+export type HeldKind = "price_jump" | "currency" | "delist" | "field";
+
+export const HELD_KINDS: readonly HeldKind[] = ["price_jump", "currency", "delist", "field"];
+
 /** A record that failed validation: kept with its raw payload, never dropped. */
 export interface Reject {
   reason: string;
   raw: unknown;
+}
+
+/**
+ * How many of a step's records carried a value for one mapped field (docs/connectors.md,
+ * Guards): what `field_coverage` sums per run and the vanished-field guard reads.
+ */
+export interface FieldCoverage {
+  /** The field: `name`, `price`, `currency`, `stock`, or `attributes.<name>`. */
+  field: string;
+  /** Its dot path or expression as the connector names it (its `source`). */
+  source: string;
+  /** Records of the step the field was read from (offers and rejects alike). */
+  records: number;
+  /** Of those, how many gave a value: the path or expression found something (before `nullIf`). */
+  withValue: number;
 }
 
 /** One page of a walk. */
@@ -40,13 +75,26 @@ export interface Page {
   rejects: Reject[];
   /** HTTP requests it took, retries included. */
   httpAttempts: number;
+  /**
+   * When the step began: its first request was made (for a file read in steps, when its
+   * reading began). Stored as the step's `started_at`; absent: when the walk asked for it.
+   */
+  startedAt?: Date;
   /** Whether another step follows, when the connector knows it before fetching it (`preview`). */
   hasNext?: boolean;
+  /** Per mapped field (sku excluded), how many of the step's records carried a value; absent: not counted. */
+  coverage?: FieldCoverage[];
+  /** A workbook's first step: the sheet read and the header row found (docs/feeds.md, Workbooks), for `preview`. */
+  workbook?: { sheet: string; headerRow: number | undefined; header: string[] };
 }
 
 export interface WalkContext {
   /** Aborts on lease loss, run deadline or shutdown; the connector stops at once. */
   signal: AbortSignal;
+  /**
+   * Bound to `supplier` and (in a run) `run_id`, a number: a connector's lines add neither,
+   * so each key appears once with one type.
+   */
   log: Logger;
   runId: string;
   /**
@@ -80,6 +128,8 @@ export interface ConditionalWalk {
   received?: ResponseValidators;
   /** Written by the connector: the supplier answered `304 Not Modified`. */
   notModified?: boolean;
+  /** Written by the connector: the date (`YYYY-MM-DD`) a dated file was read for (docs/feeds.md, Dated files). */
+  sourceDate?: string;
 }
 
 /**
@@ -94,7 +144,7 @@ export interface Connector {
 }
 
 /** Where a run came from (`ingestion_runs.trigger`). */
-export type RunTrigger = "schedule" | "retry" | "tick_once" | "forced";
+export type RunTrigger = "schedule" | "retry" | "tick_once" | "forced" | "manual";
 
 /** Final state of a run (`ingestion_runs.state`). */
 export type RunState = "running" | "succeeded" | "partial" | "failed";
@@ -108,7 +158,8 @@ export type TickOutcome =
   | "lease_lost"
   | "not_due"
   | "connector_missing"
-  | "skipped_overlap";
+  | "skipped_overlap"
+  | "paused";
 
 export const TICK_OUTCOMES: readonly TickOutcome[] = [
   "success",
@@ -119,6 +170,7 @@ export const TICK_OUTCOMES: readonly TickOutcome[] = [
   "not_due",
   "connector_missing",
   "skipped_overlap",
+  "paused",
 ];
 
 /**
@@ -141,11 +193,25 @@ export interface RunSession {
   databaseNow(): Promise<number>;
   /** Closes the supplier's `running` runs, abandoned by holders that lost the lease, as INTERRUPTED. */
   recoverAbandoned(): Promise<RecoveredRun[]>;
-  /** False when a run of the supplier already succeeded in the slot (any trigger). */
+  /** False when a run of the supplier already succeeded in the slot (any trigger but `manual`). */
   isDue(slotStart: Date): Promise<boolean>;
-  /** Inserts the run `running`, before the first request, and starts its heartbeat. Returns its id. */
-  start(input: { slotStart: Date; trigger: RunTrigger; owner: RunOwner }): Promise<number>;
-  /** Commits one page of the run with its data. */
+  /** Whether an operator paused the supplier (`ingestion_controls`, docs/operations.md, Pausing). */
+  isPaused(): Promise<boolean>;
+  /** Whether a trigger request of the supplier waits (`ingestion_triggers`). */
+  hasPendingTrigger(): Promise<boolean>;
+  /** Claims the oldest pending trigger request for the started run; null when none was left. */
+  claimTrigger(): Promise<number | null>;
+  /**
+   * Inserts the run `running`, before the first request, and starts its heartbeat. Returns its id.
+   * `guards` (null: off) apply to every page and to the close of this run.
+   */
+  start(input: {
+    slotStart: Date;
+    trigger: RunTrigger;
+    owner: RunOwner;
+    guards: GuardSettings | null;
+  }): Promise<number>;
+  /** Commits one page of the run with its data; what the guards held on it is in its counts. */
   commitPage(page: Page): Promise<PageCounts>;
   /** Records the step `seq` of the run as failed, keeping `rejects` if given. */
   failStep(input: {
@@ -153,6 +219,8 @@ export interface RunSession {
     errorCode: string;
     httpAttempts: number;
     rejects?: Reject[];
+    /** When the step began (see `Page.startedAt`); absent: now. */
+    startedAt?: Date;
   }): Promise<void>;
   /** The validators of the supplier's last `succeeded` run (conditional requests, docs/conditional-requests.md), or null. */
   previousValidators(): Promise<ResponseValidators | null>;
@@ -166,7 +234,10 @@ export interface RunSession {
    * no step: `succeeded`, `records_unchanged` = the supplier's listed offers, nothing
    * delisted, `validators` kept for the next run. Null when the run was already closed.
    */
-  closeNotModified(validators: ResponseValidators): Promise<{ state: RunState; unchanged: number } | null>;
+  closeNotModified(
+    validators: ResponseValidators,
+    sourceDate?: string | null,
+  ): Promise<{ state: RunState; unchanged: number } | null>;
   /** One beat: renews the lease if it needs it, then refreshes the run's `heartbeat_at`. Never throws. */
   heartbeat(): Promise<void>;
   /** Stops the heartbeat and gives the lease up. Idempotent. */
@@ -191,12 +262,20 @@ export interface CloseInput {
   errorMessage: string | null;
   /** The walk's one response's validators (docs/conditional-requests.md), kept on the run; reused only if it succeeds. */
   validators?: ResponseValidators | null;
+  /** The date a dated file was read for (docs/feeds.md, Dated files), kept as `ingestion_runs.source_date`. */
+  sourceDate?: string | null;
 }
 
 export interface ClosedRun {
   state: RunState;
-  /** Offers the close delisted (only a succeeded run with its whole seen set delists). */
+  /** The code the run was closed with: the walk's, or `GUARD` for a complete walk that held something. */
+  errorCode: string | null;
+  /** Offers the close delisted (only a complete walk with its whole seen set delists, and only if the guard lets it). */
   delisted: number;
+  /** Offers the delisting guard held instead of delisting them (0 when it passed). */
+  delistHeld: number;
+  /** `field` items the run holds (vanished fields: one per field, however many steps held it). */
+  heldFields: number;
 }
 
 /** A run closed by recovery: its state, capped at `partial`, and its succeeded steps. */
@@ -221,6 +300,11 @@ export interface PageCounts {
   updated: number;
   unchanged: number;
   rejected: number;
+  /**
+   * Items the guards held on the page (docs/connectors.md, Guards): offers whose price jumped or
+   * currency switched (not written: neither inserted, updated nor unchanged) and vanished fields.
+   */
+  held: Partial<Record<HeldKind, number>>;
 }
 
 /** Who is running a run: written to `ingestion_runs.owner`. */

@@ -55,7 +55,7 @@ const page = (seq: number, n = 10, rejects = 0): Page => ({
 });
 
 function loaded(connector: Connector, runMs = 60_000): LoadedConnector {
-  return { kind: "ok", connector, maxRejectRatio: 0.5, runMs };
+  return { kind: "ok", connector, maxRejectRatio: 0.5, runMs, guards: null };
 }
 
 function deps(pool: pg.Pool): TickDeps {

@@ -10,7 +10,11 @@
  *   compare-and-set close from a fresh connection (LEASE_LOST); if that fails too,
  *   the next holder's recovery closes it as INTERRUPTED.
  * - Shutdown is soft: the walk stops at the next page boundary and the run is closed
- *   `SHUTDOWN`. Lease loss and deadlines are hard: in-flight requests are aborted.
+ *   `SHUTDOWN`. So is a pause (docs/operations.md, Pausing): closed `PAUSED`, nothing delisted;
+ *   and a paused supplier's tick ends `paused` under the lease, with no run row.
+ * - A `manual` tick serves a trigger request: it runs only while one is pending, and
+ *   claims it for its run under the lease (exactly once); it bypasses the due gate and
+ *   does not count for it. Lease loss and deadlines are hard: in-flight requests are aborted.
  */
 import type { SupplierConfig } from "../config/types.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -20,6 +24,9 @@ import type { Logger } from "../platform/logger.js";
 import type {
   ConditionalWalk,
   Connector,
+  GuardSettings,
+  HeldKind,
+  Page,
   PageCounts,
   ResponseValidators,
   RunOwner,
@@ -29,11 +36,18 @@ import type {
   RunTrigger,
   TickOutcome,
 } from "./ports.js";
-import { slotStartOf } from "./slots.js";
+import { supplierSlotAt } from "./slots.js";
 
 /** A supplier's connector as the app loaded it, or why it has none. */
 export type LoadedConnector =
-  | { kind: "ok"; connector: Connector; maxRejectRatio: number; runMs: number }
+  | {
+      kind: "ok";
+      connector: Connector;
+      maxRejectRatio: number;
+      runMs: number;
+      /** The connector's guards (docs/connectors.md, Guards); null when `"guards": false`. */
+      guards: GuardSettings | null;
+    }
   | { kind: "missing" | "invalid"; reason: string };
 
 export interface TickDeps {
@@ -53,6 +67,8 @@ export interface TickRequest {
   connector: LoadedConnector;
   /** Soft stop (shutdown): finish the current page, then close the run `SHUTDOWN`. */
   stopSignal?: AbortSignal;
+  /** Soft stop (an operator paused the supplier): finish the current page, then close the run `PAUSED`. */
+  pauseSignal?: AbortSignal;
   /** Hard stop: abort in-flight requests at once (shutdown budget exhausted). */
   abortSignal?: AbortSignal;
 }
@@ -120,7 +136,7 @@ async function tickUnderLease(
     // docs/architecture.md, Scheduler: the slot is cut from the database's clock, read under the lease, so
     // hosts whose clocks disagree still agree on it (and on the due gate below).
     const dbNow = await session.databaseNow();
-    const slotStart = new Date(slotStartOf(dbNow, req.supplier.intervalMs));
+    const slotStart = new Date(supplierSlotAt(dbNow, req.supplier).startMs);
     const log = tickLog.child({ slot: slotStart.toISOString() });
     const recovered = await session.recoverAbandoned();
     for (const run of recovered) {
@@ -130,12 +146,19 @@ async function tickUnderLease(
         "recovered abandoned run (INTERRUPTED)",
       );
     }
-    if (!req.force && !(await session.isDue(slotStart))) {
+    if (await session.isPaused()) return { outcome: "paused", slotStart };
+    const manual = req.trigger === "manual";
+    if (manual) {
+      // Another replica served the request while this one waited for the lease.
+      if (!(await session.hasPendingTrigger())) return { outcome: "not_due", slotStart };
+    } else if (!req.force && !(await session.isDue(slotStart))) {
       return { outcome: "not_due", slotStart };
     }
-    const trigger: RunTrigger = req.force ? "forced" : req.trigger;
-    const runId = await session.start({ slotStart, trigger, owner: deps.owner });
+    const trigger: RunTrigger = manual ? "manual" : req.force ? "forced" : req.trigger;
+    const guards = req.connector.kind === "ok" ? req.connector.guards : null;
+    const runId = await session.start({ slotStart, trigger, owner: deps.owner, guards });
     const runLog = log.child({ run_id: runId });
+    if (manual) runLog.info({ trigger_id: await session.claimTrigger() }, "serving a trigger request");
     if (req.connector.kind !== "ok") {
       const code = "CONNECTOR_MISSING";
       runLog.warn({ reason: req.connector.reason }, `connector ${req.connector.kind}`);
@@ -171,7 +194,7 @@ interface Failure {
 /**
  * How a walk ended, for {@link closeWalk} to close the run with:
  * - `complete`: the connector reached the catalog's end and every page was committed;
- * - `stopped`: shutdown stopped it at a page boundary (`SHUTDOWN`);
+ * - `stopped`: shutdown or a pause stopped it at a page boundary (`SHUTDOWN`, `PAUSED`);
  * - `failed`: a page or the connector failed, or the walk was aborted (lease lost,
  *   deadline, shutdown budget); the failing page, if any, is already a failed step.
  */
@@ -180,8 +203,11 @@ type WalkOutcome = ({ end: "complete"; failure: null } | { end: "stopped" | "fai
   lastSeq: number;
 };
 
-/** Counts of the run so far: pages committed, records by result, offers delisted. */
-export type TickCounts = PageCounts & { pages: number; delisted: number };
+/**
+ * Counts of the run so far: pages committed, records by result, offers delisted, and
+ * items the guards held (docs/connectors.md, Guards; a held delisting is one).
+ */
+export type TickCounts = Omit<PageCounts, "held"> & { pages: number; delisted: number; held: number };
 
 /** The run's counts and the record metrics, added in one place. */
 class RunTally {
@@ -193,6 +219,7 @@ class RunTally {
     unchanged: 0,
     rejected: 0,
     delisted: 0,
+    held: 0,
   };
 
   constructor(
@@ -213,6 +240,17 @@ class RunTally {
     metrics.records.inc({ supplier, result: "updated" }, c.updated);
     metrics.records.inc({ supplier, result: "unchanged" }, c.unchanged);
     this.addRejected(c.rejected);
+    for (const [kind, n] of Object.entries(c.held) as [HeldKind, number][]) {
+      // A vanished field is one item per run however many steps hold it; counted once, at the close.
+      if (kind === "field") continue;
+      this.addHeld(kind, n);
+    }
+  }
+
+  addHeld(kind: HeldKind, n: number): void {
+    if (n <= 0) return;
+    this.counts.held += n;
+    this.metrics.guardHeld.inc({ supplier: this.supplier, kind }, n);
   }
 
   /** Rejects kept: of a committed page, or of a page failed for too many of them. */
@@ -253,12 +291,19 @@ async function walk(
   /** The last committed step. */
   let lastSeq = 0;
   /** The page being written, if a failure happens while writing it. */
-  let writing: number | undefined;
+  let writing: Page | undefined;
+  /**
+   * When the walk asked for the next step: that step's start for a connector that does not
+   * say when its first request went out (`Page.startedAt`), and for a step failed while fetched.
+   */
+  let asked = new Date();
   try {
     let stopped: WalkOutcome | undefined;
     const pages = loaded.connector.walk({ signal: walkSignal, log, runId: String(runId), conditional });
-    for await (const page of pages) {
-      writing = page.seq;
+    for await (const received of pages) {
+      const page: Page = received.startedAt ? received : { ...received, startedAt: asked };
+      asked = new Date();
+      writing = page;
       const total = page.offers.length + page.rejects.length;
       if (total > 0 && page.rejects.length / total > loaded.maxRejectRatio) {
         const message = `${page.rejects.length} of ${total} records invalid on page ${page.seq} (maxRejectRatio ${loaded.maxRejectRatio}); first: ${page.rejects[0]?.reason}`;
@@ -267,6 +312,7 @@ async function walk(
           errorCode: "CONTRACT",
           httpAttempts: page.httpAttempts,
           rejects: page.rejects,
+          ...(page.startedAt ? { startedAt: page.startedAt } : {}),
         });
         tally.addRejected(page.rejects.length);
         stopped = { end: "failed", failure: { code: "CONTRACT", message }, lastSeq };
@@ -286,6 +332,14 @@ async function walk(
         };
         break;
       }
+      if (req.pauseSignal?.aborted) {
+        stopped = {
+          end: "stopped",
+          failure: { code: "PAUSED", message: "stopped at a page boundary: the supplier was paused" },
+          lastSeq,
+        };
+        break;
+      }
     }
     // An abort wins over whatever else ended the walk: it says why it could not go on.
     if (walkSignal.aborted) return { end: "failed", failure: reasonOf(walkSignal.reason), lastSeq };
@@ -297,9 +351,10 @@ async function walk(
       await session
         .failStep({
           // A failure while writing belongs to that page; one while fetching, to the next.
-          seq: writing ?? lastSeq + 1,
+          seq: writing?.seq ?? lastSeq + 1,
           errorCode: failure.code,
           httpAttempts: isIngestionError(err) ? (err.attempts ?? 0) : 0,
+          startedAt: writing?.startedAt ?? asked,
         })
         .catch((e) => log.warn({ err: errorMessage(e) }, "could not record the failed step"));
     }
@@ -347,6 +402,7 @@ async function closeWalk(
     const closed = await session.close({
       walkComplete: complete,
       validators: complete ? (conditional.received ?? null) : null,
+      sourceDate: conditional.sourceDate ?? null,
       errorCode: failure?.code ?? null,
       errorMessage: failure?.message ?? null,
     });
@@ -354,9 +410,14 @@ async function closeWalk(
       return { outcome: "failed", runId, errorCode: "INTERRUPTED", counts };
     }
     tally.addDelisted(closed.delisted);
+    if (closed.delistHeld > 0) tally.addHeld("delist", 1);
+    tally.addHeld("field", closed.heldFields);
     const outcome: TickOutcome =
       closed.state === "succeeded" ? "success" : closed.state === "partial" ? "partial" : "failed";
-    return { outcome, runId, state: closed.state, errorCode: failure?.code ?? null, counts };
+    if (closed.errorCode === "GUARD") {
+      log.warn({ held: counts.held, delist_held: closed.delistHeld }, "guards held data for an operator");
+    }
+    return { outcome, runId, state: closed.state, errorCode: closed.errorCode, counts };
   } catch (err) {
     log.error({ err: errorMessage(err) }, "could not close the run; the next tick's recovery will");
     return { outcome: "failed", runId, errorCode: reasonOf(err).code, counts };
@@ -380,7 +441,7 @@ async function closeNotModified(
     etag: received.etag ?? conditional.previous?.etag ?? null,
     lastModified: received.lastModified ?? conditional.previous?.lastModified ?? null,
   };
-  const closed = await session.closeNotModified(validators);
+  const closed = await session.closeNotModified(validators, conditional.sourceDate ?? null);
   if (!closed) return { outcome: "failed", runId, errorCode: "INTERRUPTED", counts };
   counts.unchanged = closed.unchanged;
   log.info({ etag: validators.etag, last_modified: validators.lastModified }, "catalog not modified (304)");

@@ -130,7 +130,7 @@ t.test(
         supplier: { name: "etm", intervalMs: 3_600_000, enabled: true },
         trigger: "tick_once",
         force: false,
-        connector: { kind: "ok", connector, maxRejectRatio: 0.5, runMs: 60_000 },
+        connector: { kind: "ok", connector, maxRejectRatio: 0.5, runMs: 60_000, guards: null },
       },
     );
     t.equal(result.outcome, "lease_lost");

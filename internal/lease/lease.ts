@@ -10,8 +10,14 @@
  *   write (fencing by construction).
  * - Losing the connection aborts `lease.signal` at once (the pg client emits `error` /
  *   `end` when the server terminates the session), so the connector stops fetching.
- *   A silent network loss is caught by the run heartbeat, which also goes through
- *   this connection and fails within `heartbeatTimeoutMs`.
+ * - A silent network loss (deadlines.ts, from `SUPPLIER_SYNC_LEASE_DEAD_PEER` = D):
+ *   every statement on this connection, from the acquire on, has a deadline of D/3
+ *   (store/deadline.ts `watchStatements`); one that misses it marks the lease lost,
+ *   aborts `lease.signal` and destroys the socket. The run heartbeat goes through this
+ *   connection every min(10 s, D/3), so an idle cut-off holder notices within that
+ *   period plus the deadline. On the server's side, the session is told to drop a peer
+ *   it cannot reach within D (TCP keepalive and user timeout, set when the lock is
+ *   taken), which ends the session and frees the lock for another replica.
  * - A lost lease connection is destroyed, never returned to the pool.
  * - Busy is a normal outcome (`null`), not an error.
  *
@@ -28,8 +34,16 @@ import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import { errorMessage, IngestionError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
+import { watchStatements } from "../store/deadline.js";
 import { bindLease } from "../store/queryable.js";
 import type { Lease } from "../store/run-session.js";
+import {
+  DEADLINE_WHAT,
+  type LeaseDeadlines,
+  leaseDeadlines,
+  serverSettingParams,
+  serverSettingsSql,
+} from "./deadlines.js";
 
 export const LEASE_KEY_SQL = "hashtext('ingestion:' || $1)::bigint";
 
@@ -40,7 +54,12 @@ export const LEASE_SESSION_SETTING = "supplier_sync.lease_session";
  * Tries to take the lease of `supplier`. Returns `null` when another session holds it.
  * Throws when the database cannot be reached.
  */
-export async function acquireLease(pool: pg.Pool, supplier: string, log: Logger): Promise<Lease | null> {
+export async function acquireLease(
+  pool: pg.Pool,
+  supplier: string,
+  log: Logger,
+  deadlines: LeaseDeadlines = leaseDeadlines(),
+): Promise<Lease | null> {
   const client = await pool.connect();
   const controller = new AbortController();
   let lost = false;
@@ -65,27 +84,37 @@ export async function acquireLease(pool: pg.Pool, supplier: string, log: Logger)
   const onEnd = () => onLost();
   client.on("error", onError);
   client.on("end", onEnd);
-
+  // Before the first statement: a pooled connection may already be on a dead network.
   let acquired = false;
+  let missed: Error | undefined;
+  const unwatch = watchStatements(client, deadlines.statementMs, DEADLINE_WHAT, (err) => {
+    missed = err;
+    if (acquired) onLost(err);
+  });
+
   let pid = 0;
   const token = randomUUID();
   try {
     const { rows } = await client.query<{ ok: boolean; pid: number }>(
       `with l as (select pg_try_advisory_lock(${LEASE_KEY_SQL}) as ok)
        select ok, pg_backend_pid() as pid,
-              case when ok then set_config('${LEASE_SESSION_SETTING}', $2, false) end as token
+              case when ok then set_config('${LEASE_SESSION_SETTING}', $2, false) end as token,
+              case when ok then ${serverSettingsSql(3, false)} end as dead_peer
          from l`,
-      [supplier, token],
+      [supplier, token, ...serverSettingParams(deadlines)],
     );
     acquired = rows[0]?.ok === true;
     pid = rows[0]?.pid ?? 0;
   } catch (err) {
+    unwatch();
     client.off("error", onError);
     client.off("end", onEnd);
+    client.on("error", () => {});
     client.release(err instanceof Error ? err : true);
-    throw err;
+    throw missed ?? err;
   }
   if (!acquired) {
+    unwatch();
     client.off("error", onError);
     client.off("end", onEnd);
     client.release();
@@ -134,6 +163,7 @@ export async function acquireLease(pool: pg.Pool, supplier: string, log: Logger)
         }
       }
       released = true;
+      unwatch();
       client.off("error", onError);
       client.off("end", onEnd);
       if (destroy) client.on("error", () => {});

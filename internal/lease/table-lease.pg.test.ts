@@ -230,7 +230,7 @@ t.test("a whole tick through PgBouncer in transaction mode", { skip: pgbouncerMi
       supplier,
       trigger: "tick_once",
       force: true,
-      connector: { kind: "ok", connector: catalog(skus), maxRejectRatio: 0.5, runMs: 60_000 },
+      connector: { kind: "ok", connector: catalog(skus), maxRejectRatio: 0.5, runMs: 60_000, guards: null },
     });
   const first = await tick(all);
   t.equal(first.outcome, "success", JSON.stringify(first));

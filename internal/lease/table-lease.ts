@@ -19,6 +19,12 @@
  * - The fenced transaction also sets `idle_in_transaction_session_timeout` to the TTL
  *   (locally): a holder paused inside a step transaction would otherwise hold the row
  *   lock, and block the takeover, for as long as it stays paused.
+ * - A holder cut off from the network (deadlines.ts, `SUPPLIER_SYNC_LEASE_DEAD_PEER` = D):
+ *   every statement on the lease connection has a deadline of D/3, and so does each
+ *   renewal (through the pool); a missed deadline on the lease connection loses the
+ *   lease at once (`signal` aborts). The fenced transaction also sets the server's TCP
+ *   keepalive and user timeout (locally) so that a silent peer inside a step is dropped,
+ *   and its row lock released, within D even while the server waits to send.
  * - Time is PostgreSQL's `now()` throughout: hosts with skewed clocks agree.
  * - Release sets `expires_at = now()` (where the token is still ours), so the next
  *   tick anywhere takes it at once; also after the lease connection failed. A holder
@@ -32,8 +38,16 @@ import type { LeaseBusy, RunOwner } from "../ingestion/ports.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage, IngestionError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
+import { watchStatements, withPooledDeadline } from "../store/deadline.js";
 import { bindLease } from "../store/queryable.js";
 import type { Lease } from "../store/run-session.js";
+import {
+  DEADLINE_WHAT,
+  type LeaseDeadlines,
+  leaseDeadlines,
+  serverSettingParams,
+  serverSettingsSql,
+} from "./deadlines.js";
 
 export interface TableLeaseOptions {
   /** `SUPPLIER_SYNC_LEASE_TTL`. */
@@ -41,6 +55,8 @@ export interface TableLeaseOptions {
   owner: RunOwner;
   clock: Clock;
   log: Logger;
+  /** From `SUPPLIER_SYNC_LEASE_DEAD_PEER` (default 30 s). */
+  deadlines?: LeaseDeadlines;
 }
 
 // One statement. When busy, the outer select reads the live row as it was before the
@@ -58,7 +74,8 @@ select (select token from taken) as token,
        (select (extract(epoch from expires_at) * 1000)::float8 from ingestion_leases where supplier = $1) as expires`;
 
 const FENCE = `
-select set_config('idle_in_transaction_session_timeout', $3, true) as idle_timeout
+select set_config('idle_in_transaction_session_timeout', $3, true) as idle_timeout,
+       ${serverSettingsSql(4, true)} as dead_peer
   from ingestion_leases
  where supplier = $1 and token = $2 and expires_at > now()
    for share`;
@@ -98,6 +115,7 @@ export async function tryTableLease(
   options: TableLeaseOptions,
 ): Promise<Lease | LeaseBusy> {
   const { ttlMs, clock, log } = options;
+  const deadlines = options.deadlines ?? leaseDeadlines();
   const client = await pool.connect();
   const controller = new AbortController();
   let lost = false;
@@ -116,7 +134,14 @@ export async function tryTableLease(
   const onEnd = () => onLost(new Error("lease connection ended"));
   client.on("error", onError);
   client.on("end", onEnd);
+  let taken = false;
+  let missed: Error | undefined;
+  const unwatch = watchStatements(client, deadlines.statementMs, DEADLINE_WHAT, (err) => {
+    missed = err;
+    if (taken) onLost(err);
+  });
   const detach = () => {
+    unwatch();
     client.off("error", onError);
     client.off("end", onEnd);
   };
@@ -134,8 +159,9 @@ export async function tryTableLease(
     expires = rows[0]?.expires;
   } catch (err) {
     detach();
+    client.on("error", () => {});
     client.release(err instanceof Error ? err : true);
-    throw err;
+    throw missed ?? err;
   }
   if (token == null) {
     detach();
@@ -143,6 +169,7 @@ export async function tryTableLease(
     return { busyUntilMs: expires ?? askedAt + ttlMs };
   }
   const held = token;
+  taken = true;
   /** Local bound of the lease's life: renewals that fail past it mean it is gone. */
   let validUntil = askedAt + ttlMs;
   const gone = (why: string) =>
@@ -154,7 +181,12 @@ export async function tryTableLease(
   bindLease(client, {
     sessionless: true,
     async fence(tx) {
-      const { rowCount } = await tx.query(FENCE, [supplier, held, String(ttlMs)]);
+      const { rowCount } = await tx.query(FENCE, [
+        supplier,
+        held,
+        String(ttlMs),
+        ...serverSettingParams(deadlines),
+      ]);
       if (rowCount === 1) return;
       const err = gone("expired or taken over");
       onLost(err);
@@ -176,7 +208,10 @@ export async function tryTableLease(
       try {
         // Through the pool, not the lease connection: a renewal there would run inside
         // whatever page transaction is open, and be rolled back with it.
-        const { rowCount } = await pool.query(RENEW, [supplier, held, ttlMs]);
+        // Under the statement deadline: a renewal stuck on a dead network would stop the heartbeat.
+        const { rowCount } = await withPooledDeadline(pool, deadlines.statementMs, DEADLINE_WHAT, (c) =>
+          c.query(RENEW, [supplier, held, ttlMs]),
+        );
         if (rowCount === 1) {
           validUntil = startedAt + ttlMs;
           return;
@@ -196,7 +231,11 @@ export async function tryTableLease(
         // Conditioned on the token, so it is safe even when lost: after a takeover it
         // changes nothing, and after a connection failure it frees the lease at once
         // instead of after the TTL. Through the pool when the lease connection is gone.
-        await (lost ? pool : client).query(RELEASE, [supplier, held]);
+        if (lost) {
+          await withPooledDeadline(pool, deadlines.statementMs, DEADLINE_WHAT, (c) =>
+            c.query(RELEASE, [supplier, held]),
+          );
+        } else await client.query(RELEASE, [supplier, held]);
       } catch (err) {
         // The row expires on its own within the TTL.
         if (!lost) destroy = err instanceof Error ? err : true;

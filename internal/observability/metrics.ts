@@ -1,5 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import { TICK_OUTCOMES } from "../ingestion/ports.js";
+import { HELD_KINDS, TICK_OUTCOMES } from "../ingestion/ports.js";
 
 /** `ingestion_records_total` results. */
 export const RECORD_RESULTS = ["inserted", "updated", "unchanged", "rejected", "delisted"] as const;
@@ -26,6 +26,16 @@ export interface Metrics {
   readonly runsRecovered: Counter<"supplier">;
   /** Session and OAuth logins, `ok` or `failed` (a login retried after a 503 and then answered counts once, `ok`). */
   readonly authLogins: Counter<"supplier" | "result">;
+  /** Items the guards held, by kind (`price_jump`, `currency`, `delist`, `field`; docs/connectors.md, Guards). */
+  readonly guardHeld: Counter<"supplier" | "kind">;
+  /** Undecided held items of the supplier, read from `ingestion_held` at each scrape. */
+  readonly heldItems: Gauge<"supplier">;
+  /** Webhook deliveries of run events (docs/changes.md): `delivered`, `failed` (retried), `dropped` (given up). */
+  readonly webhookDeliveries: Counter<"result">;
+  /** Run events not yet delivered to the webhook (read by the delivering replica). */
+  readonly webhookBacklog: Gauge;
+  /** 1 while an operator has the supplier paused (docs/operations.md, Pausing), from ingestion_controls. */
+  readonly supplierPaused: Gauge<"supplier">;
   /** Starts every known label set of `supplier` at 0. */
   initSupplier(supplier: string): void;
 }
@@ -118,8 +128,39 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ["supplier", "result"] as const,
     registers,
   });
+  const guardHeld = new Counter({
+    name: "ingestion_guard_held_total",
+    help: "Items held by the guards for an operator, by supplier and kind (price_jump, currency, delist, field).",
+    labelNames: ["supplier", "kind"] as const,
+    registers,
+  });
+  const heldItems = new Gauge({
+    name: "ingestion_held_items",
+    help: "Held items of the supplier waiting for a decision (approve or dismiss), from ingestion_held.",
+    labelNames: ["supplier"] as const,
+    registers,
+  });
+  const webhookDeliveries = new Counter({
+    name: "ingestion_webhook_deliveries_total",
+    help: "Webhook deliveries of run events by result (delivered, failed: retried later, dropped: given up after 24 h).",
+    labelNames: ["result"] as const,
+    registers,
+  });
+  const webhookBacklog = new Gauge({
+    name: "ingestion_webhook_backlog",
+    help: "Run events waiting for webhook delivery (set by the replica holding the @webhooks lease).",
+    registers,
+  });
+  const supplierPaused = new Gauge({
+    name: "ingestion_supplier_paused",
+    help: "1 while an operator has the supplier paused (supplier-sync pause), from ingestion_controls; else 0.",
+    labelNames: ["supplier"] as const,
+    registers,
+  });
   return {
     registry,
+    webhookDeliveries,
+    webhookBacklog,
     tickAttempts,
     tickDuration,
     lastSuccessTimestamp,
@@ -132,7 +173,13 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     rateLimitWait,
     runsRecovered,
     authLogins,
+    guardHeld,
+    heldItems,
+    supplierPaused,
     initSupplier(supplier) {
+      supplierPaused.set({ supplier }, 0);
+      for (const kind of HELD_KINDS) guardHeld.inc({ supplier, kind }, 0);
+      heldItems.set({ supplier }, 0);
       for (const result of AUTH_LOGIN_RESULTS) authLogins.inc({ supplier, result }, 0);
       for (const outcome of TICK_OUTCOMES) {
         tickAttempts.inc({ supplier, outcome }, 0);

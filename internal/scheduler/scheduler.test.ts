@@ -5,7 +5,7 @@ import { slotOffsetOf } from "../ingestion/slots.js";
 import type { TickResult } from "../ingestion/tick.js";
 import { createMetrics } from "../observability/metrics.js";
 import { ManualClock } from "../platform/clock.js";
-import { createLogger } from "../platform/logger.js";
+import { createLogger, type Logger } from "../platform/logger.js";
 import { SecretRegistry } from "../platform/redact.js";
 import { Scheduler } from "./scheduler.js";
 import { clockTimer } from "./timer.js";
@@ -26,12 +26,14 @@ function harness(
     start?: number;
     maxConcurrentTicks?: number;
     outcome?: (f: Fired) => TickOutcome;
+    errorCode?: (f: Fired) => string | null;
     tickMs?: (f: Fired) => number;
     last?: Map<string, Date | null>;
     /** The slot the database put the tick in (ms); the scheduler's own slot when absent. */
     databaseSlot?: (f: Fired) => number | undefined;
     /** A table lease's `leaseBusyUntilMs` for a `lease_busy` tick. */
     busyUntil?: (f: Fired) => number | undefined;
+    log?: Logger;
   } = {},
 ) {
   const clock = new ManualClock(opts.start ?? 10 * HOUR);
@@ -46,7 +48,7 @@ function harness(
     retryBackoffMs: MIN,
     clock,
     timer: clockTimer(clock),
-    log: silent,
+    log: opts.log ?? silent,
     metrics,
     lastSuccesses: async () => opts.last ?? new Map(),
     resyncClock: async () => {
@@ -66,6 +68,7 @@ function harness(
         ...(busyUntil === undefined ? {} : { leaseBusyUntilMs: busyUntil }),
         supplier: supplier.name,
         outcome: opts.outcome?.(f) ?? "success",
+        ...(opts.errorCode ? { errorCode: opts.errorCode(f) } : {}),
         durationMs: ms,
         ...(slot === undefined ? {} : { slotStart: new Date(slot) }),
       };
@@ -135,6 +138,49 @@ t.test("a tick still running when the next fires is skipped, not queued", async 
   await stopping;
 });
 
+t.test("a skipped overlap warns only when the walk ran a whole slot", async (t) => {
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({
+    level: "info",
+    secrets: new SecretRegistry(),
+    destination: { write: (s: string) => lines.push(JSON.parse(s) as Record<string, unknown>) },
+  });
+  const skips = () =>
+    lines
+      .filter((l) => l.outcome === "skipped_overlap")
+      .map((l) => ({ level: l.level, running_ms: l.running_ms }));
+  // Started 50 s into a 1-minute slot: the first walk (fired at once) takes 30 s, so it
+  // runs 20 s into the next slot: the schedule working, said at info.
+  const late = harness([{ name: "late", intervalMs: MIN, enabled: true }], {
+    start: 10 * HOUR + 50_000,
+    tickMs: (f) => (f.at === 10 * HOUR + 50_000 ? 30_000 : 0),
+    log,
+  });
+  await late.scheduler.start();
+  await late.clock.advance(3 * MIN);
+  await late.scheduler.stop();
+  t.equal(late.fired[0]?.at, 10 * HOUR + 50_000, "the first walk fired at once, late in its slot");
+  const overlap = skips();
+  t.equal(overlap.length, 1, "its next slot's fire was skipped");
+  t.equal(overlap[0]?.level, 30, "at info: the walk had not run a whole slot");
+  t.ok((overlap[0]?.running_ms as number) < MIN, `running_ms ${overlap[0]?.running_ms}`);
+
+  // A walk of 150 s on 1-minute slots is slower than its schedule: a warning.
+  lines.length = 0;
+  const slow = harness([{ name: "slow", intervalMs: MIN, enabled: true }], { tickMs: () => 150_000, log });
+  await slow.scheduler.start();
+  await slow.clock.advance(5 * MIN);
+  const stopping = slow.scheduler.stop();
+  await slow.clock.advance(200_000);
+  await stopping;
+  const warned = skips().filter((s) => s.level === 40);
+  t.ok(warned.length >= 1, `${warned.length} warnings`);
+  t.ok(
+    warned.every((s) => (s.running_ms as number) >= MIN),
+    "each after the walk had run a whole slot",
+  );
+});
+
 t.test("at most maxConcurrentTicks run at once", async (t) => {
   const suppliers = ["a", "b", "c", "d", "e"].map((name) => ({ name, intervalMs: HOUR, enabled: true }));
   const h = harness(suppliers, { maxConcurrentTicks: 2, tickMs: () => 1_000 });
@@ -164,6 +210,27 @@ t.test("failed ticks retry within the slot with doubling backoff", async (t) => 
   );
   await h.scheduler.stop();
 });
+
+t.test(
+  "a walk held by a guard (partial, GUARD) is the slot's walk: no retry, next slot as usual",
+  async (t) => {
+    const s: SupplierConfig = { name: "held", intervalMs: HOUR, enabled: true };
+    const start = 10 * HOUR;
+    const h = harness([s], { start, outcome: () => "partial", errorCode: () => "GUARD" });
+    await h.scheduler.start();
+    await h.clock.advance(2 * HOUR - 1);
+    const offset = slotOffsetOf("held", HOUR);
+    t.same(
+      h.fired.map((f) => [f.at - start, f.trigger]),
+      [
+        [0, "schedule"],
+        [HOUR + offset, "schedule"],
+      ],
+      "one walk per slot, never a retry",
+    );
+    await h.scheduler.stop();
+  },
+);
 
 t.test("backoff is capped at the interval and does not cross into the next slot", async (t) => {
   const s: SupplierConfig = { name: "down", intervalMs: 5 * MIN, enabled: true };
@@ -279,5 +346,70 @@ t.test("lease_busy on an advisory lease is not retried: the holder is alive", as
   await h.scheduler.start();
   await h.clock.advance(30 * MIN);
   t.equal(h.fired.length, 1, "one tick in the slot");
+  await h.scheduler.stop();
+});
+
+t.test(
+  "a cron supplier in Europe/London fires once per slot across both DST changes (injected clock)",
+  async (t) => {
+    const DAY = 24 * HOUR;
+    const s: SupplierConfig = {
+      name: "etm",
+      intervalMs: DAY,
+      enabled: true,
+      cron: { expression: "30 1 * * *", zone: "Europe/London" },
+    };
+    for (const [start, expected] of [
+      [
+        "2026-03-27T12:00:00Z",
+        ["2026-03-28T01:30", "2026-03-29T01:00", "2026-03-30T00:30", "2026-03-31T00:30"],
+      ],
+      [
+        "2026-10-23T12:00:00Z",
+        ["2026-10-24T00:30", "2026-10-25T00:30", "2026-10-26T01:30", "2026-10-27T01:30"],
+      ],
+    ] as const) {
+      const startMs = Date.parse(start);
+      // The slot containing the start has its success: no catch-up, only scheduled fires.
+      const h = harness([s], { start: startMs, last: new Map([["etm", new Date(startMs)]]) });
+      await h.scheduler.start();
+      await h.clock.advance(4 * DAY - HOUR);
+      await h.scheduler.stop();
+      const fired = h.fired.map((f) => f.at);
+      t.same(
+        fired.map((at) => new Date(at).toISOString().slice(0, 16)),
+        expected,
+        `${start}: one fire per slot at 01:30 London (02:00 BST on the spring day)`,
+      );
+      const jitter = fired.map((at) => at % 60_000);
+      t.ok(
+        jitter.every((j) => j === jitter[0] && j < 15_000),
+        `same jitter under 15 s in every slot (${jitter[0]} ms)`,
+      );
+    }
+  },
+);
+
+t.test("a failed cron tick retries within its slot, capped by the slot's end", async (t) => {
+  const s: SupplierConfig = {
+    name: "etm",
+    intervalMs: 10 * MIN,
+    enabled: true,
+    cron: { expression: "*/10 * * * *", zone: "UTC" },
+  };
+  const h = harness([s], { start: 10 * HOUR + MIN, outcome: () => "failed" });
+  await h.scheduler.start();
+  await h.clock.advance(9 * MIN - 1);
+  const inSlot = h.fired.filter((f) => f.at < 10 * HOUR + 10 * MIN);
+  t.same(
+    inSlot.map((f) => [f.trigger, (f.at - 10 * HOUR) / MIN]),
+    [
+      ["schedule", 1],
+      ["retry", 2],
+      ["retry", 4],
+      ["retry", 8],
+    ],
+    "backoff 1m, 2m, 4m; the next, 8m later, would pass the slot's end at 10:10",
+  );
   await h.scheduler.stop();
 });

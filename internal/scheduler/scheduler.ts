@@ -7,7 +7,8 @@
  *   still running or waiting is skipped (`skipped_overlap`), never queued twice.
  * - After `failed` / `partial` / `lease_lost`, a retry is armed within the slot with
  *   backoff (retryBackoffMs, doubling, capped at the interval); each retry is a new
- *   run with trigger `retry`.
+ *   run with trigger `retry`. A complete walk held by a guard (`partial`, `GUARD`) is
+ *   the slot's walk and is not retried.
  * - `clock` is the database clock (the host clock plus its measured offset): fire
  *   times are on the database's slot grid. A tick reads its slot from the database
  *   itself; if that slot is earlier than the one it was fired for, the offset is
@@ -18,7 +19,7 @@
  */
 import type { SupplierConfig } from "../config/types.js";
 import type { RunTrigger, TickOutcome } from "../ingestion/ports.js";
-import { nextSlotFireAt, slotOffsetOf, slotStartOf } from "../ingestion/slots.js";
+import { fireTimeOf, nextFireAt, supplierSlotAt } from "../ingestion/slots.js";
 import type { TickResult } from "../ingestion/tick.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Clock } from "../platform/clock.js";
@@ -52,6 +53,8 @@ interface Ticker {
   supplier: SupplierConfig;
   timer?: { cancel(): void };
   busy: boolean;
+  /** When the running tick was fired, and how long the slot it fired in lasts. */
+  running?: { sinceMs: number; slotMs: number };
   /** Consecutive failed ticks within `failureSlot`; the backoff restarts in a new slot. */
   failures: number;
   failureSlot: number;
@@ -89,11 +92,11 @@ export class Scheduler {
       const ticker: Ticker = { supplier, busy: false, failures: 0, failureSlot: 0 };
       this.tickers.set(supplier.name, ticker);
       const lastSuccess = last.get(supplier.name)?.getTime();
-      const slotStart = slotStartOf(now, supplier.intervalMs);
+      const slotStart = supplierSlotAt(now, supplier).startMs;
       if (lastSuccess === undefined || lastSuccess < slotStart) {
         this.fire(ticker, "schedule");
       } else {
-        this.arm(ticker, nextSlotFireAt(now, supplier.name, supplier.intervalMs), "schedule");
+        this.arm(ticker, nextFireAt(now, supplier), "schedule");
       }
     }
     log.info({ suppliers: this.tickers.size }, "scheduler started");
@@ -112,6 +115,39 @@ export class Scheduler {
     this.state = "stopped";
   }
 
+  /**
+   * Ticks `supplier` now, outside its schedule: a resumed supplier catches up (trigger
+   * `schedule`, the due gate decides, retries as usual), and a trigger request is served
+   * (`manual`: no retry and no re-arming; the request stays pending if this tick does not
+   * serve it, and the watcher asks again). Skipped quietly while its previous tick runs.
+   */
+  runNow(supplier: string, trigger: "schedule" | "manual"): void {
+    const ticker = this.tickers.get(supplier);
+    if (!ticker || ticker.busy || this.state !== "running") return;
+    if (trigger === "schedule") {
+      this.fire(ticker, "schedule");
+      return;
+    }
+    ticker.busy = true;
+    const slot = supplierSlotAt(this.options.clock.now(), ticker.supplier);
+    ticker.running = { sinceMs: this.options.clock.now(), slotMs: slot.endMs - slot.startMs };
+    const run = (async () => {
+      await this.acquireTickPermit();
+      try {
+        if (this.state === "running") await this.options.tick(ticker.supplier, "manual");
+      } catch (err) {
+        this.options.log.error({ supplier, err: errorMessage(err) }, "manual tick threw");
+      } finally {
+        this.releaseTickPermit();
+      }
+    })().finally(() => {
+      ticker.busy = false;
+      ticker.running = undefined;
+      this.inFlight.delete(run);
+    });
+    this.inFlight.add(run);
+  }
+
   private arm(ticker: Ticker, atMs: number, trigger: RunTrigger): void {
     ticker.timer?.cancel();
     if (this.state !== "running") return;
@@ -123,28 +159,29 @@ export class Scheduler {
     const { supplier } = ticker;
     if (ticker.busy) {
       this.options.metrics.tickAttempts.inc({ supplier: supplier.name, outcome: "skipped_overlap" });
-      this.options.log.warn(
-        { supplier: supplier.name, outcome: "skipped_overlap" },
+      // A warning when the walk is slower than its schedule: it has run a whole slot. A tick
+      // fired late in its slot (a daemon started near a boundary, a retry) that runs into
+      // the next one is the schedule working: the same line at info, counted the same.
+      const running = ticker.running;
+      const runningMs = running ? this.options.clock.now() - running.sinceMs : undefined;
+      const slow = running === undefined || (runningMs ?? 0) >= running.slotMs;
+      this.options.log[slow ? "warn" : "info"](
+        { supplier: supplier.name, outcome: "skipped_overlap", running_ms: runningMs },
         "previous tick has not completed; scheduled tick skipped",
       );
-      this.arm(
-        ticker,
-        nextSlotFireAt(this.options.clock.now(), supplier.name, supplier.intervalMs),
-        "schedule",
-      );
+      this.arm(ticker, nextFireAt(this.options.clock.now(), supplier), "schedule");
       return;
     }
     ticker.busy = true;
+    const slot = supplierSlotAt(this.options.clock.now(), supplier);
+    ticker.running = { sinceMs: this.options.clock.now(), slotMs: slot.endMs - slot.startMs };
     // The next slot is armed now, not when this tick ends: a tick that outlives its
     // slot makes the next fire a visible `skipped_overlap`, as the contract says.
-    this.arm(
-      ticker,
-      nextSlotFireAt(this.options.clock.now(), supplier.name, supplier.intervalMs),
-      "schedule",
-    );
-    const firedSlot = slotStartOf(this.options.clock.now(), supplier.intervalMs);
+    this.arm(ticker, nextFireAt(this.options.clock.now(), supplier), "schedule");
+    const firedSlot = slot.startMs;
     const run = this.runTicker(ticker, trigger, firedSlot).finally(() => {
       ticker.busy = false;
+      ticker.running = undefined;
       this.inFlight.delete(run);
     });
     this.inFlight.add(run);
@@ -167,7 +204,12 @@ export class Scheduler {
       await this.refireForSlot(ticker, ranSlot, firedSlot);
       return;
     }
-    this.armAfter(ticker, result?.outcome ?? "failed", result?.leaseBusyUntilMs);
+    // A complete walk a guard held is the slot's walk (docs/connectors.md, Guards): the verdict is about
+    // the data, so it is not retried; the next slot's walk checks again.
+    // A walk stopped by a pause is not retried either: resume ticks the supplier again.
+    const settled = result?.errorCode === "GUARD" || result?.errorCode === "PAUSED";
+    const outcome = settled ? "success" : (result?.outcome ?? "failed");
+    this.armAfter(ticker, outcome, result?.leaseBusyUntilMs);
   }
 
   /**
@@ -192,29 +234,29 @@ export class Scheduler {
       this.options.log.warn({ err: errorMessage(err) }, "could not re-measure the database clock");
     }
     const now = this.options.clock.now();
-    const due = firedSlot + slotOffsetOf(supplier.name, supplier.intervalMs);
+    const due = fireTimeOf(supplierSlotAt(firedSlot, supplier), supplier);
     this.arm(ticker, Math.max(due, now + REFIRE_MIN_MS), "schedule");
   }
 
   private armAfter(ticker: Ticker, outcome: TickOutcome, leaseBusyUntilMs?: number): void {
     const { supplier } = ticker;
     const now = this.options.clock.now();
-    const nextSlot = nextSlotFireAt(now, supplier.name, supplier.intervalMs);
+    const nextSlot = nextFireAt(now, supplier);
+    const current = supplierSlotAt(now, supplier);
     if (outcome === "lease_busy" && leaseBusyUntilMs !== undefined) {
       // A table lease's holder may have died: it is replaced only by a tick after the
       // lease's expiry, so check again then (the due gate makes it not_due if the holder
       // finished; a live holder has renewed it and it is busy again). Spread over a
       // second so replicas do not all ask at once.
       const at = Math.max(now, leaseBusyUntilMs) + 50 + Math.floor(Math.random() * 950);
-      const slotEnd = slotStartOf(now, supplier.intervalMs) + supplier.intervalMs;
-      if (at < slotEnd && at < nextSlot) this.arm(ticker, at, "retry");
+      if (at < current.endMs && at < nextSlot) this.arm(ticker, at, "retry");
       return;
     }
     if (!RETRY_OUTCOMES.has(outcome)) {
       if (outcome === "success") ticker.failures = 0;
       return;
     }
-    const slot = slotStartOf(now, supplier.intervalMs);
+    const slot = current.startMs;
     if (ticker.failureSlot !== slot) {
       ticker.failureSlot = slot;
       ticker.failures = 0;
@@ -222,11 +264,10 @@ export class Scheduler {
     ticker.failures++;
     const backoff = Math.min(
       this.options.retryBackoffMs * 2 ** Math.min(ticker.failures - 1, 30),
-      supplier.intervalMs,
+      current.endMs - current.startMs,
     );
     const retryAt = now + backoff;
-    const slotEnd = slot + supplier.intervalMs;
-    if (retryAt < slotEnd && retryAt < nextSlot) {
+    if (retryAt < current.endMs && retryAt < nextSlot) {
       this.options.log.info(
         { supplier: supplier.name, outcome, retry_in_ms: backoff, attempt: ticker.failures },
         "retrying within the slot",

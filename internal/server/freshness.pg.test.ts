@@ -5,7 +5,7 @@ import { ManualClock, systemClock } from "../platform/clock.js";
 import { createFreshnessCache, readLastSuccesses } from "./freshness.js";
 import { deadDatabasePool, hungDatabasePool, insertSuccess } from "./test-support.js";
 
-t.test("readLastSuccesses takes the newest succeeded run per supplier, null for none", async (t) => {
+t.test("readLastSuccesses takes the newest complete walk per supplier, null for none", async (t) => {
   const db = testPool(t, await createTestDatabase(t));
   await insertSuccess(db, "etm", new Date("2025-01-01T06:00:00Z"));
   await insertSuccess(db, "etm", new Date("2025-01-01T12:00:00Z"));
@@ -17,11 +17,11 @@ t.test("readLastSuccesses takes the newest succeeded run per supplier, null for 
             ('etm', '2025-01-02T00:00:00Z', 'schedule', 'running', '{}'::jsonb, null),
             ('iek', '2025-01-02T00:00:00Z', 'schedule', 'partial', '{}'::jsonb, '2025-01-02T00:01:00Z')`,
   );
-  const result = await readLastSuccesses(db, ["etm", "iek"]);
+  const result = (await readLastSuccesses(db, ["etm", "iek"])).lastSuccess;
   t.same([...result.keys()], ["etm", "iek"], "only the suppliers asked for");
   t.equal(result.get("etm")?.toISOString(), "2025-01-01T12:00:00.000Z");
   t.equal(result.get("iek"), null);
-  t.same(await readLastSuccesses(db, []), new Map());
+  t.same((await readLastSuccesses(db, [])).lastSuccess, new Map());
 });
 
 /** The real query, counted. */

@@ -15,11 +15,14 @@
 import type pg from "pg";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage } from "../platform/errors.js";
-import { lastSuccesses } from "../store/run-queries.js";
+import { type FreshnessRows, readFreshness, type SupplierHold } from "../store/run-queries.js";
 
-/** Reads the newest succeeded run's finished_at per supplier (one query on ingestion_runs). */
-export async function readLastSuccesses(db: pg.Pool, suppliers: string[]): Promise<Map<string, Date | null>> {
-  return lastSuccesses(db, suppliers);
+/**
+ * Reads each supplier's newest complete walk (succeeded, or held by a guard) and what its
+ * guards hold (one query on ingestion_runs and ingestion_held).
+ */
+export async function readLastSuccesses(db: pg.Pool, suppliers: string[]): Promise<FreshnessRows> {
+  return readFreshness(db, suppliers);
 }
 
 /** What one freshness read found. */
@@ -31,6 +34,10 @@ export interface FreshnessSnapshot {
    * unreachable these are the values of the last successful read (null if none).
    */
   lastSuccess: ReadonlyMap<string, Date | null>;
+  /** What the guards hold per supplier (docs/connectors.md, Guards); the last read's when unreachable. */
+  held: ReadonlyMap<string, SupplierHold>;
+  /** When each supplier was paused, or null (docs/operations.md, Pausing); the last read's when unreachable. */
+  paused?: ReadonlyMap<string, Date | null>;
   /** Why the database was unreachable, for logs. */
   error?: string;
 }
@@ -45,7 +52,7 @@ export interface FreshnessCacheOptions {
   /** Bound of one read; past it the database counts as unreachable. */
   queryTimeoutMs: number;
   /** The query itself; {@link readLastSuccesses} unless a test counts calls. */
-  read?: (db: pg.Pool, suppliers: string[]) => Promise<Map<string, Date | null>>;
+  read?: (db: pg.Pool, suppliers: string[]) => Promise<FreshnessRows>;
 }
 
 export interface FreshnessCache {
@@ -62,9 +69,13 @@ export function createFreshnessCache(options: FreshnessCacheOptions): FreshnessC
   const { db, suppliers, clock, cacheMs, queryTimeoutMs } = options;
   const read = options.read ?? readLastSuccesses;
   let cached: { at: number; snapshot: FreshnessSnapshot } | undefined;
-  let lastKnown: ReadonlyMap<string, Date | null> = new Map(suppliers.map((s) => [s, null]));
+  let lastKnown: FreshnessRows = {
+    lastSuccess: new Map(suppliers.map((s) => [s, null])),
+    held: new Map(suppliers.map((s) => [s, { runId: null, items: 0 }])),
+    paused: new Map(suppliers.map((s) => [s, null])),
+  };
   // The database query still in flight, possibly outliving the read that started it.
-  let pendingQuery: Promise<Map<string, Date | null>> | undefined;
+  let pendingQuery: Promise<FreshnessRows> | undefined;
   // The read in flight, shared by concurrent callers.
   let pendingRead: Promise<FreshnessSnapshot> | undefined;
 
@@ -87,9 +98,9 @@ export function createFreshnessCache(options: FreshnessCacheOptions): FreshnessC
         }),
       ]);
       lastKnown = result;
-      snapshot = { database: "ok", lastSuccess: result };
+      snapshot = { database: "ok", ...result };
     } catch (err) {
-      snapshot = { database: "unreachable", lastSuccess: lastKnown, error: errorMessage(err) };
+      snapshot = { database: "unreachable", ...lastKnown, error: errorMessage(err) };
     } finally {
       timeout.abort();
     }

@@ -37,6 +37,7 @@ t.test("the verdict: 503 on any stale supplier or an unreachable database, never
         ["etm", etmAgo === null ? null : at(etmAgo)],
         ["iek", iekAgo === null ? null : at(iekAgo)],
       ]),
+      held: new Map(),
     }) satisfies FreshnessSnapshot;
 
   const boot = evaluateReadiness([etm, iek], snapshot("ok", null, null), NOW);
@@ -83,3 +84,34 @@ t.test("the Prometheus text checker rejects what it must", async (t) => {
   );
   t.equal(checkPrometheusText("# TYPE a counter\na 0").problems.length, 1, "no final newline");
 });
+
+t.test(
+  "paused wins over stale and held and is never a 503; a cron supplier's threshold is 2 × its slot",
+  async (t) => {
+    const pausedAt = at(30 * HOUR);
+    const snapshot: FreshnessSnapshot = {
+      database: "ok",
+      lastSuccess: new Map([
+        ["etm", at(40 * HOUR)],
+        ["iek", at(HOUR)],
+      ]),
+      held: new Map([["iek", { runId: 7, items: 2 }]]),
+      paused: new Map([
+        ["etm", pausedAt],
+        ["iek", pausedAt],
+      ]),
+    };
+    const verdict = evaluateReadiness([etm, iek], snapshot, NOW);
+    t.equal(verdict.httpStatus, 200, "a stale but paused supplier does not fail readiness");
+    t.equal(verdict.body.suppliers.etm?.status, "paused");
+    t.equal(verdict.body.suppliers.etm?.paused_at, pausedAt.toISOString());
+    t.equal(verdict.body.suppliers.iek?.status, "paused", "paused > held");
+    const daily: SupplierConfig = {
+      name: "etm",
+      intervalMs: 24 * HOUR,
+      enabled: true,
+      cron: { expression: "0 3 * * *", zone: "Europe/Moscow" },
+    };
+    t.equal(evaluateSupplier(daily, at(HOUR), NOW).threshold_seconds, 2 * 86_400);
+  },
+);

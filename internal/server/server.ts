@@ -20,6 +20,7 @@ import { type Clock, systemClock } from "../platform/clock.js";
 import { errorMessage, InfraError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { SecretRegistry } from "../platform/redact.js";
+import { type ConsoleActions, createConsoleAuth } from "./console/actions.js";
 import { createConsole } from "./console/console.js";
 import type { ConsoleInstance } from "./console/layout.js";
 import { createFreshnessCache, type FreshnessSnapshot } from "./freshness.js";
@@ -48,6 +49,11 @@ export interface HealthServerOptions {
   databaseTimeoutMs?: number;
   /** Who serves the console pages (owner and version), shown in their header. */
   instance?: ConsoleInstance;
+  /**
+   * `SUPPLIER_SYNC_ADMIN_TOKEN` and what the console may do with it (docs/operations.md, Console
+   * actions). Both absent: the console is read-only and POST is 405, as without actions.
+   */
+  admin?: { token: string; actions: ConsoleActions };
   /** Bound of one console page's reads, in ms. Default 5000. */
   consoleTimeoutMs?: number;
 }
@@ -98,18 +104,30 @@ export function createHealthServer(options: HealthServerOptions): HealthServer {
     queryTimeoutMs: options.databaseTimeoutMs ?? 2_000,
   });
   let database: FreshnessSnapshot["database"] = "ok";
+  const instance = options.instance ?? {
+    owner: { hostname: hostname(), pid: process.pid, bootId: "unknown" },
+    version: "unknown",
+  };
+  const auth = options.admin
+    ? createConsoleAuth({
+        adminToken: options.admin.token,
+        actions: options.admin.actions,
+        clock,
+        log,
+        instance,
+        suppliers: enabled.map((s) => s.name),
+      })
+    : undefined;
   const consolePages = createConsole({
     db: options.db,
     suppliers: enabled,
-    instance: options.instance ?? {
-      owner: { hostname: hostname(), pid: process.pid, bootId: "unknown" },
-      version: "unknown",
-    },
+    instance,
     clock,
     log,
     secrets: options.secrets,
     freshness: () => readFreshness(),
     queryTimeoutMs: options.consoleTimeoutMs ?? 5_000,
+    ...(auth ? { auth } : {}),
   });
 
   async function readFreshness(): Promise<FreshnessSnapshot> {
@@ -128,6 +146,8 @@ export function createHealthServer(options: HealthServerOptions): HealthServer {
     for (const supplier of enabled) {
       const last = snapshot.lastSuccess.get(supplier.name) ?? null;
       const entry = evaluateSupplier(supplier, last, now);
+      metrics.heldItems.set({ supplier: supplier.name }, snapshot.held.get(supplier.name)?.items ?? 0);
+      metrics.supplierPaused.set({ supplier: supplier.name }, snapshot.paused?.get(supplier.name) ? 1 : 0);
       // 0 and -1 mean "never", as `initSupplier` starts them.
       metrics.lastSuccessTimestamp.set({ supplier: supplier.name }, last ? last.getTime() / 1000 : 0);
       metrics.lastSuccessAge.set({ supplier: supplier.name }, entry.age_seconds ?? -1);
@@ -135,12 +155,20 @@ export function createHealthServer(options: HealthServerOptions): HealthServer {
     return { status: 200, body: await metrics.registry.metrics(), contentType: metrics.registry.contentType };
   }
 
-  async function route(method: string, path: string): Promise<Reply> {
+  async function route(method: string, path: string, req: http.IncomingMessage): Promise<Reply> {
+    if (auth) {
+      const body = method === "POST" ? await readForm(req) : "";
+      if (body === undefined) return { status: 413, body: "form too large\n" };
+      const acted = await auth.handle({ method, path, headers: req.headers, body });
+      if (acted) return acted;
+    }
     if (method !== "GET" && method !== "HEAD") {
       return json(405, { error: "method_not_allowed" }, { Allow: "GET, HEAD" });
     }
-    if (path === "/") return consolePages.overview();
-    if (path.startsWith("/runs/")) return consolePages.run(path.slice("/runs/".length));
+    if (path === "/") return consolePages.overview(req.headers);
+    if (path.startsWith("/runs/")) return consolePages.run(path.slice("/runs/".length), req.headers);
+    if (path.startsWith("/suppliers/"))
+      return consolePages.supplier(path.slice("/suppliers/".length), queryOf(req.url));
     if (path === "/livez") return json(200, { status: "ok" });
     if (path === "/metrics") return renderMetrics();
     if (path === "/readyz") {
@@ -164,7 +192,7 @@ export function createHealthServer(options: HealthServerOptions): HealthServer {
       (req.headers["content-length"] !== undefined && req.headers["content-length"] !== "0");
     let reply: Reply;
     try {
-      reply = await route(req.method ?? "GET", pathOf(req.url));
+      reply = await route(req.method ?? "GET", pathOf(req.url), req);
     } catch (err) {
       log.error({ err: errorMessage(err), url: req.url }, "health server request failed");
       reply = json(500, { error: "internal" });
@@ -257,6 +285,13 @@ export function createHealthServer(options: HealthServerOptions): HealthServer {
   };
 }
 
+/** The query of a request target (the console's supplier page reads its filters there). */
+function queryOf(url: string | undefined): URLSearchParams {
+  const raw = url ?? "";
+  const at = raw.indexOf("?");
+  return new URLSearchParams(at < 0 ? "" : raw.slice(at + 1));
+}
+
 /**
  * The path of a request target, without query; `""` for one that is not a URL or
  * that has `.` or `..` segments (plain or percent-encoded): resolving those would turn
@@ -270,4 +305,19 @@ function pathOf(url: string | undefined): string {
   } catch {
     return "";
   }
+}
+
+/** Largest form body read (console actions: a token or a CSRF token). */
+const MAX_FORM_BYTES = 8 * 1024;
+
+/** Reads a console form's body; undefined when it is larger than {@link MAX_FORM_BYTES}. */
+async function readForm(req: http.IncomingMessage): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_FORM_BYTES) return undefined;
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString("utf8");
 }

@@ -126,6 +126,8 @@ export const supplierOptionsSchema = z.strictObject({
   compression: z.enum(["gzip", "deflate", "deflate-raw", "br"]).optional(),
   method: z.enum(["GET", "POST"]).optional(),
   sizeParam: z.string().min(1).optional(),
+  /** Also answer a real API's routes (profiles.ts): what `--config` files need for deploy/compose-simulator.json. */
+  profile: z.enum(["etm", "iek", "systeme"]).optional(),
 }) satisfies z.ZodType<SimulatorSupplierOptions>;
 
 const mutationSchema = z.strictObject({
@@ -135,6 +137,7 @@ const mutationSchema = z.strictObject({
   add: z.number().int().min(0).optional(),
   reset: z.boolean().optional(),
   setPrices: z.record(z.string(), z.string().regex(/^\d+(\.\d+)?([eE][+-]?\d+)?$/)).optional(),
+  setCurrencies: z.record(z.string(), z.string().regex(/^[A-Z]{3}$/)).optional(),
 }) satisfies z.ZodType<SimulatorMutation>;
 
 /** What the admin API needs from the simulator. */

@@ -65,6 +65,8 @@ export class Catalog {
   private readonly versions = new Map<number, number>();
   /** Offer index → price text set by `setPrices`; cleared by a version change. */
   private readonly priceTexts = new Map<number, string>();
+  /** Offer index → currency set by `setCurrencies`. */
+  private readonly currencies = new Map<number, string>();
   /** Position (mod live count) where the next `changePrices` starts. */
   private priceCursor = 0;
   /** Offer index → stock version, bumped by `changeStock`. */
@@ -90,6 +92,7 @@ export class Catalog {
     this.nextIndex = this.size;
     this.versions.clear();
     this.priceTexts.clear();
+    this.currencies.clear();
     this.priceCursor = 0;
     this.stockVersions.clear();
     this.stockCursor = 0;
@@ -103,6 +106,17 @@ export class Catalog {
     if (m.remove) this.remove(m.remove);
     if (m.add) this.add(m.add);
     if (m.setPrices) this.setPrices(m.setPrices);
+    if (m.setCurrencies) this.setCurrencies(m.setCurrencies);
+  }
+
+  /** Serves `currency` for the offer of each SKU; a SKU this catalog never had is a RangeError. */
+  setCurrencies(currencies: Record<string, string>): void {
+    for (const [sku, currency] of Object.entries(currencies)) {
+      const index = this.indexOfSku(sku);
+      if (index === undefined)
+        throw new RangeError(`setCurrencies: ${JSON.stringify(sku)} is not a SKU of this catalog`);
+      this.currencies.set(index, currency);
+    }
   }
 
   /** Serves `price` for the offer of each SKU; a SKU this catalog never had is a RangeError. */
@@ -240,7 +254,7 @@ export class Catalog {
     return {
       article: skuOf(this.supplier, index),
       title: `${this.label} offer ${index}`,
-      price: { value, currency: "EUR" },
+      price: { value, currency: this.currencies.get(index) ?? "EUR" },
       stock: { total: this.stockOf(index, base) },
     };
   }

@@ -48,7 +48,7 @@ const FEED_OPTIONS = new Set([
 ]);
 const FILES = new Set(["feed.yml", "offers.xml", "feed.csv", "feed.jsonl", "feed.json"]);
 
-interface Job extends SimExportJob {
+export interface Job extends SimExportJob {
   readyAfter: number;
   failAt: number | undefined;
   never: boolean;
@@ -58,7 +58,7 @@ interface Job extends SimExportJob {
 
 const jobsOf = new WeakMap<SupplierState, Map<string, Job>>();
 
-function jobs(state: SupplierState): Map<string, Job> {
+export function jobs(state: SupplierState): Map<string, Job> {
   let map = jobsOf.get(state);
   if (!map) {
     map = new Map();
@@ -84,6 +84,25 @@ function positive(params: URLSearchParams, name: string): number | undefined {
   return Number(v);
 }
 
+/** A job from the create request's options (see above); throws for a bad option. */
+export function newJob(template: string, params: URLSearchParams): Job {
+  const file = params.get("file") ?? "feed.json";
+  if (!FILES.has(file)) throw new Error(`file must be one of ${[...FILES].join(", ")}`);
+  const feedQuery = new URLSearchParams();
+  for (const [k, v] of params) if (FEED_OPTIONS.has(k)) feedQuery.append(k, v);
+  return {
+    id: randomUUID(),
+    template,
+    polls: 0,
+    downloads: [],
+    readyAfter: positive(params, "readyAfter") ?? 1,
+    failAt: positive(params, "fail"),
+    never: params.get("never") === "1",
+    file,
+    feedQuery,
+  };
+}
+
 /**
  * Answers an admitted, authorised job route (`route` is the path under the
  * supplier). False when `route` is not one.
@@ -105,21 +124,7 @@ export function serveExportRoute(
     }
     let job: Job;
     try {
-      const file = url.searchParams.get("file") ?? "feed.json";
-      if (!FILES.has(file)) throw new Error(`file must be one of ${[...FILES].join(", ")}`);
-      const feedQuery = new URLSearchParams();
-      for (const [k, v] of url.searchParams) if (FEED_OPTIONS.has(k)) feedQuery.append(k, v);
-      job = {
-        id: randomUUID(),
-        template: decodeURIComponent(create[1] as string),
-        polls: 0,
-        downloads: [],
-        readyAfter: positive(url.searchParams, "readyAfter") ?? 1,
-        failAt: positive(url.searchParams, "fail"),
-        never: url.searchParams.get("never") === "1",
-        file,
-        feedQuery,
-      };
+      job = newJob(decodeURIComponent(create[1] as string), url.searchParams);
     } catch (err) {
       sendJson(res, stats, 400, { status: { code: 400, message: (err as Error).message } });
       return true;
@@ -155,7 +160,7 @@ export function serveExportRoute(
 }
 
 /** Names of what would carry credentials on a request to the file server. */
-function credentialsOn(state: SupplierState, req: IncomingMessage, url: URL): string[] {
+export function credentialsOn(state: SupplierState, req: IncomingMessage, url: URL): string[] {
   const found: string[] = [];
   for (const name of ["authorization", "cookie", "proxy-authorization"]) {
     if (req.headers[name] !== undefined) found.push(`header ${name}`);

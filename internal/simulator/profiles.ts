@@ -1,63 +1,32 @@
-import type { ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { serveDkc } from "./profile-dkc.js";
+import { codes, indexOfSku, lookup, serveEtm } from "./profile-etm.js";
+import { serveIek, storeSplit } from "./profile-iek.js";
+import { serveRs24 } from "./profile-rs24.js";
 import { sendJson } from "./respond.js";
 import type { SupplierState } from "./supplier.js";
-import type { SimProfile, SimulatorRecord } from "./types.js";
+import type { SimProfile } from "./types.js";
+
+export { IEK_GROUPS, IEK_PRICE_ON_REQUEST_EVERY, PRICE_ON_REQUEST, storeSplit } from "./profile-iek.js";
 
 /**
  * Routes that answer like the real APIs the project ships connectors for
  * (docs/cookbook.md), deterministic from the supplier's catalog:
  *
- * - `etm`: `GET /api/v1/goods/{c1,…,c50}/price` → `{status, data: {rows: [{gdscode, price,
- *   pricewnds, price_tarif, price_retail}]}}`; `GET /api/v1/goods/{code}/remains` →
- *   `{status, data: {InfoStores: [{StoreCode, StoreName, StoreType, Remain}]}}`. A request
- *   of which no code is known answers 404; more than 50 codes 400.
- * - `iek`: `GET /api/ddp` → `[{groupId, kind, section, group, TM}]`; `GET /api/products?groupId=…`
- *   → a bare array `[{art, name, price, saleprice, extra, vat, vat_included, min_ship}]`, every
- *   seventh offer with the price "Цена по запросу" until its price first changes (a mutation then
- *   gives it a real price); `GET /api/residues/json/?sku=a,b` →
- *   `{shopItems: [{sku, residues: {<store>: qty}, zakaz}], stores}`.
+ * - `etm`: prices per batch of codes and remains per code (`profile-etm.ts`); ETM's export
+ *   jobs are in `export-jobs.ts`.
+ * - `iek`: groups, paged products, residues (`profile-iek.ts`).
+ * - `rs24`: stores, paged positions per store and category, prices by POST batches of 50,
+ *   residues per store and code (`profile-rs24.ts`).
+ * - `dkc`: stock per comma list of codes, a material per code (`profile-dkc.ts`).
  * - `systeme`: `GET /new-api/JSON/getdata?page=N&pageSize=M` → `{data: [{commercialRef, description,
  *   brand, range}]}`, 1-based pages (pageSize default 100, at most 1,000), an empty `data` after
  *   the last (the paging names are an assumption: none are published);
  *   `GET /new-api/JSON/getprice?commercialRef=a,b` → `{data: [{commercialRef, price,
  *   currency}]}`; `GET /new-api/JSON/getstock?commercialRef=a,b` → `{data: [{commercialRef,
- *   stocks: [{warehouse, count}]}]}`; at most 45 references a call (else 400).
- *
- * Stock is split over stores so that the stores sum to the catalog's `stock.total`.
+ *   stocks: [{warehouse, count}]}]}`; at most 45 references a call (else 400). Stock is split
+ *   over warehouses so that they sum to the catalog's `stock.total`.
  */
-
-/** Groups of the `iek` profile: offer index mod this. */
-export const IEK_GROUPS = 3;
-/** Every offer whose index is a multiple of this has no price at `iek` ("Цена по запросу"). */
-export const IEK_PRICE_ON_REQUEST_EVERY = 7;
-export const PRICE_ON_REQUEST = "Цена по запросу";
-
-/** Stock of one offer spread over three stores; the parts sum to `total`. */
-export function storeSplit(total: number): [number, number, number] {
-  const a = Math.floor(total / 2);
-  const b = Math.floor(total / 3);
-  return [a, b, total - a - b];
-}
-
-function indexOf(record: SimulatorRecord): number {
-  return Number(record.article.slice(record.article.lastIndexOf("-") + 1));
-}
-
-/** The live record of `sku`, or undefined for a code the catalog does not (or no longer) have. */
-function lookup(state: SupplierState, sku: string): SimulatorRecord | undefined {
-  const position = state.catalog.positionOf(sku);
-  return position < 0 ? undefined : state.catalog.recordOf(state.catalog.indexAt(position));
-}
-
-function codes(text: string | null): string[] {
-  return (text ?? "")
-    .split(",")
-    .map((c) => c.trim())
-    .filter((c) => c !== "");
-}
-
-const ETM_PRICE = /^\/api\/v1\/goods\/([^/]+)\/price$/;
-const ETM_REMAINS = /^\/api\/v1\/goods\/([^/]+)\/remains$/;
 
 /**
  * Answers `route` for a supplier with a profile; false when the route is not the profile's
@@ -66,113 +35,16 @@ const ETM_REMAINS = /^\/api\/v1\/goods\/([^/]+)\/remains$/;
 export function serveProfile(
   profile: SimProfile,
   state: SupplierState,
+  req: IncomingMessage,
   route: string,
   url: URL,
   res: ServerResponse,
 ): boolean {
   const stats = state.stats;
-  const ok = { code: 200, message: "OK" };
-  if (profile === "etm") {
-    const price = ETM_PRICE.exec(route);
-    if (price) {
-      const list = codes(decodeURIComponent(price[1] as string));
-      if (list.length > 50) {
-        sendJson(res, stats, 400, { status: { code: 400, message: "at most 50 codes" } });
-        return true;
-      }
-      const rows = list.flatMap((c) => {
-        const r = lookup(state, c);
-        if (!r) return [];
-        const net = r.price.value;
-        return [
-          {
-            gdscode: r.article,
-            price: net,
-            pricewnds: (Number(net) * 1.2).toFixed(2),
-            price_tarif: net,
-            price_retail: (Number(net) * 1.5).toFixed(2),
-          },
-        ];
-      });
-      if (rows.length === 0) sendJson(res, stats, 404, { status: { code: 404, message: "goods not found" } });
-      else sendJson(res, stats, 200, { status: ok, data: { rows } });
-      return true;
-    }
-    const remains = ETM_REMAINS.exec(route);
-    if (remains) {
-      const r = lookup(state, decodeURIComponent(remains[1] as string));
-      if (!r) {
-        sendJson(res, stats, 404, { status: { code: 404, message: "goods not found" } });
-        return true;
-      }
-      const InfoStores = storeSplit(r.stock.total).map((Remain, i) => ({
-        StoreCode: `S${i + 1}`,
-        StoreName: `Store ${i + 1}`,
-        StoreType: i === 0 ? "rc" : "op",
-        Remain,
-      }));
-      sendJson(res, stats, 200, { status: ok, data: { InfoStores } });
-      return true;
-    }
-    return false;
-  }
-  if (profile === "iek") {
-    if (route === "/api/ddp") {
-      // Optional `page` + `limit` (1-based pages, an empty page at the end), for paged partition lists.
-      const limit = Number(url.searchParams.get("limit") ?? Number.POSITIVE_INFINITY);
-      const page = Number(url.searchParams.get("page") ?? 1);
-      const all = Array.from({ length: Math.min(IEK_GROUPS, state.catalog.liveCount) }, (_, g) => ({
-        groupId: `G${g}`,
-        kind: "product",
-        section: "Electrical",
-        group: `Group ${g}`,
-        TM: "IEK",
-      }));
-      const groups = Number.isFinite(limit) ? all.slice((page - 1) * limit, page * limit) : all;
-      sendJson(res, stats, 200, groups);
-      return true;
-    }
-    if (route === "/api/products") {
-      const group = url.searchParams.get("groupId") ?? "";
-      const g = /^G(\d+)$/.exec(group);
-      const records = state.catalog.slice(0, state.catalog.liveCount);
-      const items = g
-        ? records
-            .filter((r) => indexOf(r) % IEK_GROUPS === Number(g[1]))
-            .map((r) => {
-              const index = indexOf(r);
-              const onRequest =
-                index % IEK_PRICE_ON_REQUEST_EVERY === 0 && !state.catalog.priceChanged(index);
-              return {
-                art: r.article,
-                name: r.title,
-                price: onRequest ? PRICE_ON_REQUEST : r.price.value,
-                saleprice: onRequest ? PRICE_ON_REQUEST : r.price.value,
-                extra: onRequest ? PRICE_ON_REQUEST : "",
-                vat: 20,
-                vat_included: true,
-                min_ship: 1,
-              };
-            })
-        : [];
-      sendJson(res, stats, 200, items);
-      return true;
-    }
-    if (route === "/api/residues/json/" || route === "/api/residues/json") {
-      const shopItems = codes(url.searchParams.get("sku")).flatMap((c) => {
-        const r = lookup(state, c);
-        if (!r) return [];
-        const [a, b, c3] = storeSplit(r.stock.total);
-        return [{ sku: r.article, residues: { "1": a, "2": b, "3": c3 }, zakaz: 0 }];
-      });
-      sendJson(res, stats, 200, {
-        shopItems,
-        stores: { "1": "Moscow", "2": "Saint Petersburg", "3": "Kazan" },
-      });
-      return true;
-    }
-    return false;
-  }
+  if (profile === "etm") return serveEtm(state, route, url, res);
+  if (profile === "iek") return serveIek(state, route, url, res);
+  if (profile === "rs24") return serveRs24(state, req, route, url, res);
+  if (profile === "dkc") return serveDkc(state, route, url, res);
   if (profile !== "systeme") return false;
   if (route === "/new-api/JSON/getdata") {
     const page = Number(url.searchParams.get("page") ?? 1);
@@ -185,7 +57,7 @@ export function serveProfile(
       commercialRef: r.article,
       description: r.title,
       brand: "Systeme Electric",
-      range: `Range ${indexOf(r) % 5}`,
+      range: `Range ${indexOfSku(r.article) % 5}`,
     }));
     sendJson(res, stats, 200, { data });
     return true;

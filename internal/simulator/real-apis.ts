@@ -4,7 +4,8 @@ import type { SimProfile, Simulator, SimulatorSupplierOptions } from "./types.js
 
 /**
  * The simulator set up like the real APIs the project ships connectors for
- * (`config/suppliers/etm.json`, `iek.json`, `systeme.json`; docs/cookbook.md):
+ * (`config/suppliers/etm.json`, `iek.json`, `systeme.json`, `rs24.json`, `dkc.json`;
+ * docs/cookbook.md):
  * the profile's routes behind that API's authentication and rate limit. The
  * demo, the end-to-end tests and the benchmark use these, so all three talk to
  * the same fake ETM, IEK and Systeme Electric.
@@ -17,6 +18,11 @@ import type { SimProfile, Simulator, SimulatorSupplierOptions } from "./types.js
  * - IEK: HTTP Basic; no rate limit is published: 10 a second here (an assumption).
  * - Systeme Electric: `accessCode` in the query of every request; no published
  *   rate limit either: 10 a second here (an assumption).
+ * - RS24 (Русский Свет): HTTP Basic; 150 requests per 30 s per IP are published, served
+ *   here as 5 a second with a bucket of 10.
+ * - DKC: `GET /auth.access.token/{masterKey}` → `{access_token}`, sent back in the
+ *   `AccessToken` header; an unknown token is 401; no rate limit is published: 10 a second
+ *   here (an assumption).
  */
 
 /** Credentials the simulator expects; the demo and tests pass the same values to the connectors by env. */
@@ -24,13 +30,15 @@ export interface RealApiCredentials {
   etm: { login: string; password: string };
   iek: { username: string; password: string };
   systeme: { accessCode: string };
+  rs24?: { username: string; password: string };
+  dkc?: { masterKey: string };
 }
 
 /** Simulator options of `profile` with `size` offers, behind that API's auth and rate limit. */
-export function realApiSupplier<P extends SimProfile>(
+export function realApiSupplier<P extends SimProfile & keyof RealApiCredentials>(
   profile: P,
   size: number,
-  credentials: RealApiCredentials[P],
+  credentials: NonNullable<RealApiCredentials[P]>,
 ): SimulatorSupplierOptions {
   if (profile === "etm") {
     const c = credentials as RealApiCredentials["etm"];
@@ -60,6 +68,33 @@ export function realApiSupplier<P extends SimProfile>(
       rateLimit: { requestsPerSecond: 10, burst: 10 },
     };
   }
+  if (profile === "rs24") {
+    const c = credentials as NonNullable<RealApiCredentials["rs24"]>;
+    return {
+      size,
+      profile,
+      auth: { type: "basic", username: c.username, password: c.password },
+      rateLimit: { requestsPerSecond: 5, burst: 10 },
+    };
+  }
+  if (profile === "dkc") {
+    const c = credentials as NonNullable<RealApiCredentials["dkc"]>;
+    return {
+      size,
+      profile,
+      auth: {
+        type: "session",
+        loginPath: "/auth.access.token",
+        loginMethod: "GET",
+        credentialsIn: "path",
+        credentials: { masterKey: c.masterKey },
+        tokenIn: { body: "access_token" },
+        tokenOnly: true,
+        sendAs: { header: "AccessToken" },
+      },
+      rateLimit: { requestsPerSecond: 10, burst: 10 },
+    };
+  }
   const c = credentials as RealApiCredentials["systeme"];
   return {
     size,
@@ -77,6 +112,10 @@ export function realApiEnv(credentials: RealApiCredentials): Record<string, stri
     IEK_USERNAME: credentials.iek.username,
     IEK_PASSWORD: credentials.iek.password,
     SYSTEME_ACCESS_CODE: credentials.systeme.accessCode,
+    ...(credentials.rs24
+      ? { RS24_LOGIN: credentials.rs24.username, RS24_PASSWORD: credentials.rs24.password }
+      : {}),
+    ...(credentials.dkc ? { DKC_MASTER_KEY: credentials.dkc.masterKey } : {}),
   };
 }
 

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { Socket } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
 import { handleAdmin } from "./admin.js";
+import { ETM_REPORT_ROUTE, serveEtmJobRoute, serveEtmReport } from "./etm-export.js";
 import {
   EXPORT_CREATE_ROUTE,
   EXPORT_POLL_ROUTE,
@@ -10,6 +11,7 @@ import {
   serveExportRoute,
 } from "./export-jobs.js";
 import { FEED_ROUTE, serveFeed } from "./feeds.js";
+import { serveWorkbookProfile } from "./profile-workbooks.js";
 import { serveProfile } from "./profiles.js";
 import { sendJson } from "./respond.js";
 import { serveOffers } from "./serve-offers.js";
@@ -25,6 +27,9 @@ import type {
 } from "./types.js";
 
 const SUPPLIER_ROUTE = /^\/([^/]+)(\/.*)$/;
+
+/** Profiles whose catalog is a published workbook (`profile-workbooks.ts`). */
+const WORKBOOK_PROFILES = new Set<string>(["ekf", "keaz", "iek-pricelist"]);
 
 /**
  * Starts the simulator on `host:port` (127.0.0.1 and a free port by default).
@@ -168,19 +173,35 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
     }
     if (state && route !== undefined && (EXPORT_CREATE_ROUTE.test(route) || EXPORT_POLL_ROUTE.test(route))) {
       await handleOffers(req, res, state, url, undefined, () => {
-        serveExportRoute(state, req, res, route, url, filesUrl);
+        // ETM's own job shapes, its file on the supplier's origin; else the generic job, its file on the file server.
+        if (state.profile === "etm") serveEtmJobRoute(state, res, route, url, `${base}/${match?.[1]}`);
+        else serveExportRoute(state, req, res, route, url, filesUrl);
       });
       return;
     }
-    if (state?.profile && route !== undefined && route !== "/v1/offers" && route !== state.issuer?.path) {
+    if (state?.profile === "etm" && route !== undefined && ETM_REPORT_ROUTE.test(route)) {
+      await handleOffers(req, res, state, url, undefined, () => {
+        serveEtmReport(state, req, res, route, url);
+      });
+      return;
+    }
+    if (state?.profile && route !== undefined && route !== "/v1/offers" && !state.issuer?.serves(route)) {
       const profile = state.profile;
       await handleOffers(req, res, state, url, undefined, () => {
-        if (!serveProfile(profile, state, route, url, res))
+        if (WORKBOOK_PROFILES.has(profile)) {
+          serveWorkbookProfile(state, req, res, route, now, state.missingDates)
+            .then((found) => {
+              if (!found) sendJson(res, state.stats, 404, { error: "not found", path: url.pathname });
+            })
+            .catch(() => res.destroy());
+          return;
+        }
+        if (!serveProfile(profile, state, req, route, url, res))
           sendJson(res, state.stats, 404, { error: "not found", path: url.pathname });
       });
       return;
     }
-    if (state?.issuer && route === state.issuer.path) {
+    if (state?.issuer && route !== undefined && state.issuer.serves(route)) {
       state.stats.recordRequest(now());
       await state.issuer.handle(req, res, url);
       return;
@@ -198,6 +219,7 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
   const files = createServer((req, res) => {
     serveExportFile((name) => suppliers.get(name), req, res, now).catch(() => res.destroy());
   });
+  if (options.keepAliveTimeoutMs !== undefined) server.keepAliveTimeout = options.keepAliveTimeoutMs;
   for (const s of [server, files]) {
     s.on("connection", (socket) => {
       sockets.add(socket);
@@ -205,6 +227,8 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
     });
   }
   let filesUrl = "";
+  /** `http://host:port` of this server, once it listens: ETM's export files are on the supplier's own origin. */
+  let base = "";
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -218,6 +242,7 @@ export async function startSimulator(options: StartSimulatorOptions = {}): Promi
   const port = address.port;
   const urlHost = host.includes(":") ? `[${host}]` : host;
   const url = `http://${urlHost}:${port}`;
+  base = url;
   await new Promise<void>((resolve, reject) => {
     files.once("error", reject);
     files.listen(options.filesPort ?? 0, host, () => {

@@ -67,6 +67,14 @@ export class TokenIssuer {
     return this.auth.type === "session" ? this.auth.loginPath : this.auth.tokenPath;
   }
 
+  /** True when `route` is the login or token endpoint (a credential in the path included). */
+  serves(route: string): boolean {
+    if (this.auth.type === "session" && this.auth.credentialsIn === "path") {
+      return route.startsWith(`${this.path}/`) && !route.slice(this.path.length + 1).includes("/");
+    }
+    return route === this.path;
+  }
+
   /** Answers a login or token request. */
   async handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     const stats = this.stats;
@@ -129,6 +137,8 @@ export class TokenIssuer {
     } else if ("cookie" in tokenIn) {
       res.setHeader("set-cookie", [`tracking=1; Path=/`, `${tokenIn.cookie}=${token}; Path=/; HttpOnly`]);
       sendBody(res, stats, 200, "", { "content-type": "text/html" });
+    } else if (auth.tokenOnly) {
+      sendJson(res, stats, 200, atPath(tokenIn.body, token));
     } else {
       sendJson(res, stats, 200, { status: { code: 200, message: "OK" }, ...atPath(tokenIn.body, token) });
     }
@@ -152,6 +162,11 @@ export class TokenIssuer {
     }
     let given: (name: string) => unknown;
     const where = auth.credentialsIn ?? "query";
+    if (where === "path") {
+      const at = url.pathname.lastIndexOf(`${auth.loginPath}/`);
+      const segment = at < 0 ? "" : decodeURIComponent(url.pathname.slice(at + auth.loginPath.length + 1));
+      return Object.values(auth.credentials).every((v) => segment === v);
+    }
     if (where === "query") given = (n) => url.searchParams.get(n);
     else if (where === "form") {
       const form = new URLSearchParams(body);

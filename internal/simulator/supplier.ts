@@ -35,6 +35,8 @@ export class SupplierState {
   readonly issuer: TokenIssuer | undefined;
   readonly priceFormat: "string" | "number";
   readonly profile: SimulatorSupplierOptions["profile"];
+  /** Dates whose dated workbook is not published (`profile-workbooks.ts`). */
+  readonly missingDates: readonly string[];
   private readonly bucket: TokenBucket | undefined;
 
   constructor(
@@ -60,6 +62,7 @@ export class SupplierState {
         : undefined;
     this.priceFormat = options.priceFormat ?? "string";
     this.profile = options.profile;
+    this.missingDates = options.workbook?.missingDates ?? [];
     this.bucket = options.rateLimit
       ? new TokenBucket(options.rateLimit.requestsPerSecond, options.rateLimit.burst, now)
       : undefined;

@@ -35,11 +35,17 @@ export interface SimSessionAuth {
   loginPath: string;
   /** `POST` when absent. */
   loginMethod?: "GET" | "POST";
-  /** Where the login reads `credentials`: the query (ETM, default), a form body or a JSON body. */
-  credentialsIn?: "query" | "form" | "json";
+  /**
+   * Where the login reads `credentials`: the query (ETM, default), a form body, a JSON body, or
+   * the path segment after `loginPath` (DKC's `GET /auth.access.token/{masterKey}`; then
+   * `credentials` holds one value).
+   */
+  credentialsIn?: "query" | "form" | "json" | "path";
   credentials: Record<string, string>;
   /** Where the login answer puts the token: JSON body at `path` (default `data.session`), a header, a cookie. */
   tokenIn?: { body: string } | { header: string } | { cookie: string };
+  /** A JSON login answer holds the token alone (DKC's `{access_token}`), without ETM's `status` block. */
+  tokenOnly?: boolean;
   /** How catalog requests must carry it (default `{ query: "session-id" }`). */
   sendAs?: { query: string } | { header: string; prefix?: string } | { cookie: string };
   /** A token expires after this many catalog requests made with it. */
@@ -121,13 +127,15 @@ export interface SimulatorFaults {
 }
 
 /** Real-API shapes served besides `/v1/offers` (see `profiles.ts`). */
-export type SimProfile = "etm" | "iek" | "systeme";
+export type SimProfile = "etm" | "iek" | "systeme" | "ekf" | "keaz" | "iek-pricelist" | "rs24" | "dkc";
 
 export interface SimulatorSupplierOptions {
   /** Number of offers of the pristine catalog (indices 0..size-1). */
   size: number;
   /** Also answer the routes of this real API, from the same catalog. */
   profile?: SimProfile;
+  /** Workbook profiles (`profile-workbooks.ts`): dates (`YYYY-MM-DD`) whose dated file answers 404. */
+  workbook?: { missingDates?: string[] };
   /** Default `limit` of a page; 100 when absent. */
   pageSize?: number;
   /** Pagination style; `page` when absent. */
@@ -172,6 +180,8 @@ export interface SimulatorMutation {
    * of the generated prices, until a `reset` or the next `changePrices` of that offer.
    */
   setPrices?: Record<string, string>;
+  /** Serve these currency codes (SKU → code) instead of `EUR`, until a `reset`. */
+  setCurrencies?: Record<string, string>;
 }
 
 export interface SimulatorWalk {
@@ -269,4 +279,10 @@ export interface StartSimulatorOptions {
   suppliers?: Record<string, SimulatorSupplierOptions>;
   /** ms since the epoch; drives stats timestamps, rate limiting and HTTP dates. Default `Date.now`. */
   clock?: () => number;
+  /**
+   * How long an idle keep-alive connection stays open after a response was written (Node's
+   * `keepAliveTimeout`, default 5,000 ms, as Apache's): a short one closes under a client
+   * that still reads the last response slowly.
+   */
+  keepAliveTimeoutMs?: number;
 }

@@ -18,6 +18,7 @@
  * order between them (ordering by id too would defeat the index the same way).
  */
 import type { RunOwner, RunState, RunTrigger } from "../ingestion/ports.js";
+import { type HeldItem, listHeld } from "./held.js";
 import { inTransaction, type Queryable, toId } from "./queryable.js";
 import { RUN_COUNT_COLUMNS, type RunCountRow, type RunCounts, toRunCounts } from "./runs.js";
 
@@ -27,6 +28,8 @@ export const STRIP_RUNS = 30;
 export const MAX_STEPS_SHOWN = 1_000;
 /** Rejects listed on a run page; the count of the rest is shown. */
 export const MAX_REJECTS_SHOWN = 100;
+/** Held items listed on a run's page (docs/operations.md, Held data); the rest are counted. */
+export const MAX_HELD_SHOWN = 100;
 /** A reject's pretty-printed payload is cut at this many UTF-8 bytes (10 KB). */
 export const REJECT_RAW_MAX_BYTES = 10 * 1024;
 
@@ -219,6 +222,10 @@ export interface RunDetail {
   rejects: RejectRow[];
   /** All rejects of the run. */
   rejectsTotal: number;
+  /** What the run's guards held, decided or not (first `MAX_HELD_SHOWN`). */
+  held: HeldItem[];
+  /** All held items of the run. */
+  heldTotal: number;
 }
 
 /** Run ids are `bigserial`: a positive int8. */
@@ -232,6 +239,7 @@ export function parseRunId(text: string): string | undefined {
 
 /** A run page's statements; `$1` is the run id. */
 export const RUN_SQL = "select * from ingestion_runs where id = $1";
+const HELD_COUNT_SQL = "select count(*)::int as n from ingestion_held where run_id = $1";
 /** `$2`: {@link MAX_STEPS_SHOWN} + 1, to know whether there are more. */
 export const STEPS_SQL = `select seq, state, started_at, finished_at, records, http_attempts, error_code
   from ingestion_run_steps where run_id = $1 order by seq limit $2`;
@@ -285,6 +293,13 @@ export async function readRunDetail(db: Queryable, id: string): Promise<RunDetai
     rejectsTotal = c.rows[0]?.n ?? rejectsTotal;
   }
 
+  const held = await listHeld(db, { runId: Number(id), all: true, limit: MAX_HELD_SHOWN + 1 });
+  let heldTotal = held.length;
+  if (heldTotal > MAX_HELD_SHOWN) {
+    const c = await db.query<{ n: number }>(HELD_COUNT_SQL, [id]);
+    heldTotal = c.rows[0]?.n ?? heldTotal;
+  }
+
   return {
     columns,
     supplier: String(row["supplier"]),
@@ -310,6 +325,8 @@ export async function readRunDetail(db: Queryable, id: string): Promise<RunDetai
       rawBytes: r.raw_bytes ?? 0,
     })),
     rejectsTotal,
+    held: held.slice(0, MAX_HELD_SHOWN),
+    heldTotal,
   };
 }
 

@@ -10,6 +10,11 @@ export interface PoolOptions {
   max: number;
   log?: Logger;
   applicationName?: string;
+  /**
+   * Idle time before the client socket's first TCP keepalive probe (default 10 s, a
+   * third of `SUPPLIER_SYNC_LEASE_DEAD_PEER`'s default).
+   */
+  keepAliveMs?: number;
 }
 
 /**
@@ -26,6 +31,7 @@ export function createPool(options: PoolOptions): pg.Pool {
     maxLifetimeSeconds: 0,
     application_name: options.applicationName ?? "supplier-sync",
     keepAlive: true,
+    keepAliveInitialDelayMillis: options.keepAliveMs ?? 10_000,
   });
   // An idle client that dies (server restart, pg_terminate_backend) must not crash the process.
   pool.on("error", (err) => {

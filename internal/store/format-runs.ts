@@ -25,6 +25,7 @@ const COLUMNS: Column[] = [
   { title: "SAME", align: "right", value: (r) => String(r.counts.recordsUnchanged) },
   { title: "REJECTED", align: "right", value: (r) => String(r.counts.recordsRejected) },
   { title: "DELISTED", align: "right", value: (r) => String(r.counts.recordsDelisted) },
+  { title: "HELD", align: "right", value: (r) => String(r.counts.recordsHeld) },
   { title: "ERROR", align: "left", value: (r) => formatError(r) },
 ];
 

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { migrationsFolder } from "./db.js";
-import { runMigrations } from "./migrate.js";
+import { concurrentIndex, runMigrations } from "./migrate.js";
 
 t.test("migrations apply on an empty database and are idempotent", async (t) => {
   const url = await createTestDatabase(t, { migrated: false });
@@ -40,5 +40,39 @@ t.test(
         `${tag}: every change to supplier_offers is an in-place one (nullable column without default, dropped NOT NULL)`,
       );
     }
+  },
+);
+
+t.test(
+  "online indexes: built after the migration's transaction, rebuilt when missing or invalid",
+  async (t) => {
+    const url = await createTestDatabase(t);
+    const pool = testPool(t, url);
+    const feedIndex = async () =>
+      (
+        await pool.query<{ valid: boolean }>(
+          "select i.indisvalid as valid from pg_class c join pg_index i on i.indexrelid = c.oid where c.relname = 'supplier_offer_observations_feed'",
+        )
+      ).rows[0];
+    t.same(await feedIndex(), { valid: true }, "the template's migrations built it");
+    t.equal(
+      concurrentIndex(
+        'CREATE INDEX CONCURRENTLY IF NOT EXISTS "supplier_offer_observations_feed" ON "x" ("a")',
+      ),
+      "supplier_offer_observations_feed",
+    );
+    t.equal(concurrentIndex('CREATE INDEX "ingestion_events_created" ON "x" ("a")'), null);
+
+    await pool.query("drop index supplier_offer_observations_feed");
+    await runMigrations(pool);
+    t.same(await feedIndex(), { valid: true }, "a missing index is built on the next start");
+
+    // An invalid index, as a concurrent build that died half-way leaves it.
+    await pool.query(
+      "update pg_index set indisvalid = false where indexrelid = 'supplier_offer_observations_feed'::regclass",
+    );
+    t.same(await feedIndex(), { valid: false });
+    await runMigrations(pool);
+    t.same(await feedIndex(), { valid: true }, "an invalid index is dropped and built again");
   },
 );

@@ -37,6 +37,7 @@ async function commitAll(client: pg.ClientBase, runId: number, all: Page[]) {
   for (const page of all) {
     const c = await commitPage(client, { runId, supplier: SUPPLIER, page });
     for (const k of Object.keys(total) as (keyof typeof total)[]) total[k] += c[k];
+    if (Object.keys(c.held).length > 0) throw new Error(`guards off, yet held: ${JSON.stringify(c.held)}`);
   }
   return total;
 }
@@ -174,7 +175,7 @@ t.test("re-committing a succeeded step changes nothing and returns zero counts",
   t.equal(first.inserted, 500);
   const changedPage: Page = { ...page, offers: page.offers.map((o) => ({ ...o, price: "1.00" })) };
   const again = await commitPage(client, { runId, supplier: SUPPLIER, page: changedPage });
-  t.same(again, { seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0 });
+  t.same(again, { seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0, held: {} });
   t.equal(
     await count(pool, "select count(*)::int as n from supplier_offer_observations"),
     500,
@@ -227,13 +228,13 @@ t.test("a SKU repeated on a page or across pages: last one wins, seen once more"
     supplier: SUPPLIER,
     page: { seq: 1, offers: [o("A", "1"), o("B", "2"), o("A", "3")], rejects: [], httpAttempts: 1 },
   });
-  t.same(p1, { seen: 3, inserted: 2, updated: 0, unchanged: 0, rejected: 0 });
+  t.same(p1, { seen: 3, inserted: 2, updated: 0, unchanged: 0, rejected: 0, held: {} });
   const p2 = await commitPage(client, {
     runId,
     supplier: SUPPLIER,
     page: { seq: 2, offers: [o("A", "4"), o("B", "2")], rejects: [], httpAttempts: 1 },
   });
-  t.same(p2, { seen: 2, inserted: 0, updated: 1, unchanged: 1, rejected: 0 });
+  t.same(p2, { seen: 2, inserted: 0, updated: 1, unchanged: 1, rejected: 0, held: {} });
   const offers = await pool.query("select sku, price::text from supplier_offers order by sku");
   t.same(offers.rows, [
     { sku: "A", price: "4" },
@@ -263,7 +264,7 @@ t.test("rejects are stored with their raw payload and counted", async (t) => {
     supplier: SUPPLIER,
     page: { seq: 1, offers: catalog(2), rejects, httpAttempts: 2 },
   });
-  t.same(c, { seen: 2, inserted: 2, updated: 0, unchanged: 0, rejected: 3 });
+  t.same(c, { seen: 2, inserted: 2, updated: 0, unchanged: 0, rejected: 3, held: {} });
   const { rows } = await pool.query(
     "select seq, reason, raw from ingestion_rejects where run_id = $1 order by id",
     [runId],
@@ -387,7 +388,7 @@ t.test(
       supplier: SUPPLIER,
       page: { seq: 1, offers: odd, rejects: [], httpAttempts: 1 },
     });
-    t.same(c, { seen: 6, inserted: 6, updated: 0, unchanged: 0, rejected: 0 });
+    t.same(c, { seen: 6, inserted: 6, updated: 0, unchanged: 0, rejected: 0, held: {} });
     const { rows } = await pool.query<{
       sku: string;
       name: string | null;
@@ -405,7 +406,7 @@ t.test(
     });
     t.same(
       again,
-      { seen: 6, inserted: 0, updated: 0, unchanged: 6, rejected: 0 },
+      { seen: 6, inserted: 0, updated: 0, unchanged: 6, rejected: 0, held: {} },
       "and compare equal on re-sync",
     );
   },

@@ -26,25 +26,67 @@
  * Rates and WAL per offer, with date and method: bench/README.md, Figures behind code choices.
  */
 import type pg from "pg";
-import type { Offer, Page, PageCounts, Reject } from "../ingestion/ports.js";
+import type { GuardSettings, Offer, Page, PageCounts, Reject } from "../ingestion/ports.js";
 import { IngestionError } from "../platform/errors.js";
 import { jsonbText, stringifyForJsonb, stripNul } from "../platform/exact-json.js";
+import {
+  fieldsToHold,
+  holdField,
+  keepParameters,
+  RunFieldState,
+  type StepFields,
+  vanishedFields,
+} from "./field-guard.js";
+import { currencySwitchedSql, heldReasonSql, priceJumpedSql } from "./guard-sql.js";
 import { inTransaction, isSessionless, type Queryable } from "./queryable.js";
 import { SEEN_TABLE, SeenSetPreparation } from "./seen-set.js";
 
-const ZERO_COUNTS: PageCounts = { seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0 };
+const ZERO_COUNTS = { seen: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0 } as const;
+
+/** SQL expressions of an offer's hashed fields. */
+export interface HashedColumns {
+  name: string;
+  price: string;
+  currency: string;
+  stock: string;
+  attributes: string;
+}
+
+/** The hashed fields of the row `alias`. */
+export function columnsOf(alias: string): HashedColumns {
+  return {
+    name: `${alias}.name`,
+    price: `${alias}.price`,
+    currency: `${alias}.currency`,
+    stock: `${alias}.stock`,
+    attributes: `${alias}.attributes`,
+  };
+}
+
+/**
+ * The content hash (see the top of this file) of an offer with these field values: md5
+ * of each through `quote_nullable` (the price trimmed of its scale), then the attributes'
+ * jsonb text. Every writer of `supplier_offers` computes it with this one expression.
+ */
+export function contentHash(c: HashedColumns): string {
+  return `md5(concat_ws(',', quote_nullable(${c.name}), coalesce(trim_scale(${c.price})::text, 'NULL'),
+                            quote_nullable(${c.currency}), quote_nullable(${c.stock}), (${c.attributes})::text))`;
+}
 
 /**
  * Claims the step row as succeeded. Nothing is returned when it already succeeded:
  * that is a re-commit after an ambiguous commit, and must change nothing. A step
  * recorded `failed` (or left `running`) may still succeed on a later attempt.
+ * `started_at` is when the step began (`$5`, the page's first request; null: now),
+ * `finished_at` when it commits (`clock_timestamp()`: the statement's time, not the
+ * transaction's start).
  */
 const CLAIM_STEP = `
-insert into ingestion_run_steps (run_id, seq, state, finished_at, records, http_attempts, error_code)
-values ($1, $2, 'succeeded', now(), $3, $4, null)
+insert into ingestion_run_steps (run_id, seq, state, started_at, finished_at, records, http_attempts, error_code)
+values ($1, $2, 'succeeded', least(coalesce($5::timestamptz, now()), clock_timestamp()), clock_timestamp(), $3, $4, null)
 on conflict (run_id, seq) do update
-   set state = 'succeeded', finished_at = now(), records = excluded.records,
-       http_attempts = excluded.http_attempts, error_code = null
+   set state = 'succeeded', started_at = excluded.started_at, finished_at = excluded.finished_at,
+       records = excluded.records, http_attempts = excluded.http_attempts, error_code = null
  where ingestion_run_steps.state <> 'succeeded'
 returning 1`;
 
@@ -89,6 +131,12 @@ returning 1`;
  * speculatively (three WAL records a row instead of two), which measured much slower
  * on a first-load page (bench/README.md, Figures behind code choices).
  *
+ * Observations carry the change feed's `kind` (`listed` for a new offer, `changed`) and
+ * `txid` (this transaction's id, docs/changes.md). An observation rewritten by a later
+ * page of the run keeps its kind (a `listed` stays listed) and takes the later
+ * transaction's id, so it moves forward in the feed and a consumer past the first
+ * version sees the last one too.
+ *
  * Exported for `bench/explain-page.ts` (its plan, as PostgreSQL runs it); the store
  * itself runs it only through {@link commitPage}.
  */
@@ -119,16 +167,46 @@ with page as materialized (
         from supplier_offers s where s.supplier = $2 and s.sku = p.sku limit 1
     ) o on true
    where (select yes from sparse)
-), classified as (
+), /*KEPT*/classified as (
   select m.sku, m.name, m.price, m.currency, m.stock, m.attributes, m.row_tid, m.row_tid is null as is_new,
          m.row_tid is not null and (m.old_price is distinct from m.price or m.old_name is distinct from m.name
            or m.old_currency is distinct from m.currency or m.old_stock is distinct from m.stock
-           or m.old_attributes is distinct from m.attributes) as is_changed
-    from matched m
+           or m.old_attributes is distinct from m.attributes) as is_changed,
+         m.old_name, m.old_price, m.old_currency, m.old_stock, m.old_attributes
+    from /*MATCHED*/matched m
+), guarded as materialized (
+  select c.*,
+         c.is_changed and $13::numeric is not null
+           and ${priceJumpedSql("c.price", "c.old_price", "$13::numeric")} as price_jumped,
+         c.is_changed and ${currencySwitchedSql("c.currency", "c.old_currency", "$14::boolean")} as currency_switched
+    from classified c
 ), written as materialized (
-  select c.*, md5(concat_ws(',', quote_nullable(c.name), coalesce(trim_scale(c.price)::text, 'NULL'),
-                            quote_nullable(c.currency), quote_nullable(c.stock), c.attributes::text)) as content_hash
-    from classified c where c.is_new or c.is_changed
+  select g.*, ${contentHash(columnsOf("g"))} as content_hash
+    from guarded g where g.is_new or (g.is_changed and not g.price_jumped and not g.currency_switched)
+), held as materialized (
+  select g.* from guarded g where g.price_jumped or g.currency_switched
+), held_items as (
+  insert into ingestion_held (run_id, supplier, sku, kind, reason, stored, proposed)
+  select $1, $2, h.sku, case when h.currency_switched then 'currency' else 'price_jump' end,
+         ${heldReasonSql("h", "h.price_jumped", "h.currency_switched")},
+         jsonb_build_object('name', h.old_name, 'price', h.old_price::text, 'currency', h.old_currency,
+                            'stock', h.old_stock, 'attributes', h.old_attributes),
+         jsonb_build_object('name', h.name, 'price', h.price::text, 'currency', h.currency,
+                            'stock', h.stock, 'attributes', h.attributes)
+    from held h
+  on conflict (run_id, kind, (coalesce(sku, '')), (coalesce(field, ''))) do update
+     set reason = excluded.reason, proposed = excluded.proposed
+  returning (xmax = 0) as fresh
+), superseded as (
+  -- An offer this run saw again decides what an earlier run held for it: the supplier
+  -- corrected itself, or this run holds the newer values (docs/connectors.md, Guards).
+  update ingestion_held o
+     set state = 'stale', decided_at = now(), decided_by = 'run ' || $1
+   where exists (select 1 from ingestion_held x
+                  where x.supplier = $2 and x.state = 'held' and x.sku is not null and x.run_id <> $1)
+     and o.supplier = $2 and o.state = 'held' and o.sku = any ($3::text[]) and o.run_id <> $1
+     and o.kind in ('price_jump', 'currency')
+  returning 1
 ), inserted as (
   insert into supplier_offers
          (supplier, sku, name, price, currency, stock, attributes, content_hash, first_seen_at, last_changed_at, last_run_id)
@@ -145,18 +223,19 @@ with page as materialized (
   returning 1
 ), observed_new as (
   insert into supplier_offer_observations
-         (supplier, sku, run_id, observed_at, price, currency, stock, attributes, content_hash)
-  select $2, sku, $1, now(), price, currency, stock, attributes, content_hash
+         (supplier, sku, run_id, observed_at, price, currency, stock, attributes, content_hash, kind, txid)
+  select $2, sku, $1, now(), price, currency, stock, attributes, content_hash, 'listed', pg_current_xact_id()
     from written where is_new
   returning 1
 ), observed_changed as (
   insert into supplier_offer_observations
-         (supplier, sku, run_id, observed_at, price, currency, stock, attributes, content_hash)
-  select $2, sku, $1, now(), price, currency, stock, attributes, content_hash
+         (supplier, sku, run_id, observed_at, price, currency, stock, attributes, content_hash, kind, txid)
+  select $2, sku, $1, now(), price, currency, stock, attributes, content_hash, 'changed', pg_current_xact_id()
     from written where not is_new
   on conflict (supplier, sku, run_id) do update
      set observed_at = excluded.observed_at, price = excluded.price, currency = excluded.currency,
-         stock = excluded.stock, attributes = excluded.attributes, content_hash = excluded.content_hash
+         stock = excluded.stock, attributes = excluded.attributes, content_hash = excluded.content_hash,
+         kind = coalesce(supplier_offer_observations.kind, excluded.kind), txid = excluded.txid
   returning 1
 ), rejected as (
   insert into ingestion_rejects (run_id, supplier, seq, reason, raw)
@@ -168,9 +247,11 @@ with page as materialized (
   returning 1
 ), counts as (
   select count(*) filter (where is_new)::int as inserted,
-         count(*) filter (where is_changed)::int as updated,
-         count(*) filter (where not is_new and not is_changed)::int as unchanged
-    from classified
+         count(*) filter (where is_changed and not price_jumped and not currency_switched)::int as updated,
+         count(*) filter (where not is_new and not is_changed)::int as unchanged,
+         count(*) filter (where price_jumped and not currency_switched)::int as held_price,
+         count(*) filter (where currency_switched)::int as held_currency
+    from guarded
 ), run as (
   update ingestion_runs r
      set pages = pages + 1,
@@ -179,6 +260,8 @@ with page as materialized (
          records_updated = records_updated + counts.updated,
          records_unchanged = records_unchanged + counts.unchanged,
          records_rejected = records_rejected + $11,
+         records_held = records_held + (select count(*) from held_items where fresh),
+         field_coverage = coalesce($15::jsonb, field_coverage),
          heartbeat_at = now()
     from counts
    where r.id = $1 and r.state = 'running'
@@ -190,14 +273,53 @@ select counts.*,
        (select count(*) from updated)::int as updated_rows,
        (select count(*) from observed_new)::int + (select count(*) from observed_changed)::int as observed,
        (select count(*) from rejected)::int as rejects,
-       (select count(*) from seen)::int as staged
+       (select count(*) from seen)::int as staged,
+       (select count(*) from superseded)::int as superseded
   from counts`;
 
-/** {@link WRITE_PAGE} for a sessionless lease connection: the seen set is durable (seen-set.ts). */
-const WRITE_PAGE_SEEN_IN_TABLE = WRITE_PAGE.replace(
-  "insert into pg_temp.supplier_sync_run_seen",
-  `insert into ${SEEN_TABLE}`,
-);
+/**
+ * The values a vanished field keeps (docs/connectors.md, Guards): for a stored offer, each
+ * field named in `$16` (`name`, `price`, `currency`, `stock`) and each attribute named in
+ * `$17` keeps its stored value, so a change of that field alone writes nothing. Spliced
+ * into {@link WRITE_PAGE} only for a step with a vanished field: every other step pays nothing.
+ */
+const KEEP_STORED = `kept as (
+  select m.sku,
+         case when m.row_tid is not null and 'name' = any ($16::text[]) then m.old_name else m.name end as name,
+         case when m.row_tid is not null and 'price' = any ($16::text[]) then m.old_price else m.price end as price,
+         case when m.row_tid is not null and 'currency' = any ($16::text[]) then m.old_currency
+              else m.currency end as currency,
+         case when m.row_tid is not null and 'stock' = any ($16::text[]) then m.old_stock else m.stock end as stock,
+         case when m.row_tid is null or cardinality($17::text[]) = 0 then m.attributes
+              else nullif(coalesce(m.attributes, '{}'::jsonb) || coalesce(
+                     (select jsonb_object_agg(e.key, e.value) from jsonb_each(m.old_attributes) e
+                       where e.key = any ($17::text[])), '{}'::jsonb), '{}'::jsonb) end as attributes,
+         m.old_name, m.old_price, m.old_currency, m.old_stock, m.old_attributes, m.row_tid
+    from matched m
+), `;
+
+/** The variant of {@link WRITE_PAGE} for a lease connection with or without a session, keeping vanished fields or not. */
+function pageStatement(sessionless: boolean, keep: boolean): string {
+  let text = WRITE_PAGE;
+  if (sessionless) {
+    // The seen set is durable on a sessionless connection (seen-set.ts).
+    text = text.replace("insert into pg_temp.supplier_sync_run_seen", `insert into ${SEEN_TABLE}`);
+  }
+  if (keep) text = text.replace("/*KEPT*/", KEEP_STORED).replace("/*MATCHED*/matched", "kept");
+  return text;
+}
+
+const PAGE_STATEMENTS = new Map<string, string>();
+
+function cachedPageStatement(sessionless: boolean, keep: boolean): string {
+  const key = `${sessionless}:${keep}`;
+  let text = PAGE_STATEMENTS.get(key);
+  if (text === undefined) {
+    text = pageStatement(sessionless, keep);
+    PAGE_STATEMENTS.set(key, text);
+  }
+  return text;
+}
 
 /** One array element, double-quoted (backslash and quote escaped), or NULL. */
 function element(value: string | number | null): string {
@@ -262,6 +384,8 @@ export function writePageParameters(
   supplier: string,
   page: Page,
   literals: ReturnType<typeof arrayLiterals> = arrayLiterals(lastOccurrences(page.offers)),
+  guards: GuardSettings | null = null,
+  fieldCoverage: string | null = null,
 ): unknown[] {
   const [sku, name, price, currency, stock, attributes] = literals;
   return [
@@ -277,16 +401,21 @@ export function writePageParameters(
     page.offers.length,
     page.rejects.length,
     attributes,
+    guards === null ? null : String(guards.priceJumpFactor),
+    guards?.currencyChange ?? false,
+    fieldCoverage,
   ];
 }
 
 /**
  * Commits one page in ONE transaction: the step row `(run_id, seq)` marked succeeded
  * together with the page's data (offers upserted by content hash, one observation
- * per new/changed offer, rejects with their raw payload) and the run's counters.
+ * per new/changed offer, rejects with their raw payload), what the guards held on it
+ * (docs/connectors.md, Guards) and the run's counters and field coverage.
  * Must be called on the lease connection: the SKUs it saw are staged on that session
- * for `closeRun`'s delisting. `seen` is the run session's seen-set preparation (a
- * fresh one, by default, prepares the set again).
+ * for `closeRun`'s delisting. `seen` and `fields` are the run session's state for the
+ * run (fresh ones, by default, prepare the seen set again and count coverage from this
+ * page on).
  *
  * Idempotent: re-committing a step that already succeeded (a retry after an
  * ambiguous commit) changes nothing and returns zero counts. Throws
@@ -295,43 +424,68 @@ export function writePageParameters(
  */
 export async function commitPage(
   client: pg.ClientBase,
-  input: { runId: number; supplier: string; page: Page },
+  input: { runId: number; supplier: string; page: Page; guards?: GuardSettings | null },
   seen: SeenSetPreparation = new SeenSetPreparation(),
+  fields: RunFieldState = new RunFieldState(),
 ): Promise<PageCounts> {
-  const { runId, supplier, page } = input;
-  const offers = lastOccurrences(page.offers);
+  const offers = lastOccurrences(input.page.offers);
   const literals = arrayLiterals(offers);
+  const { step, json } = fields.next(input.page.coverage);
   try {
-    return await writePage(client, runId, supplier, page, literals, seen);
+    const counts = await writePage(client, { ...input, guards: input.guards ?? null }, offers, literals, {
+      seen,
+      fields,
+      step,
+      coverageJson: json,
+    });
+    fields.committed(step);
+    return counts;
   } catch (err) {
     seen.forget();
     throw err;
   }
 }
 
+interface PageState {
+  seen: SeenSetPreparation;
+  fields: RunFieldState;
+  step: StepFields;
+  coverageJson: string | null;
+}
+
 function writePage(
   client: pg.ClientBase,
-  runId: number,
-  supplier: string,
-  page: Page,
+  input: { runId: number; supplier: string; page: Page; guards: GuardSettings | null },
+  offers: Offer[],
   literals: ReturnType<typeof arrayLiterals>,
-  seen: SeenSetPreparation,
+  state: PageState,
 ): Promise<PageCounts> {
+  const { runId, supplier, page, guards } = input;
   return inTransaction(client, async (tx) => {
-    const claim = await tx.query(CLAIM_STEP, [runId, page.seq, page.offers.length, page.httpAttempts]);
-    if (claim.rowCount === 0) return { ...ZERO_COUNTS };
-    await seen.prepare(tx, runId);
+    const claim = await tx.query(CLAIM_STEP, [
+      runId,
+      page.seq,
+      page.offers.length,
+      page.httpAttempts,
+      page.startedAt ?? null,
+    ]);
+    if (claim.rowCount === 0) return { ...ZERO_COUNTS, held: {} };
+    await state.seen.prepare(tx, runId);
+    const skus = offers.map((o) => o.sku);
+    const heldFields =
+      guards === null ? [] : await fieldsToHold(tx, supplier, skus, vanishedFields(page.coverage));
+    const parameters = writePageParameters(runId, supplier, page, literals, guards, state.coverageJson);
+    if (heldFields.length > 0) parameters.push(...keepParameters(heldFields));
     const { rows } = await tx.query<{
       inserted: number;
       updated: number;
       unchanged: number;
+      held_price: number;
+      held_currency: number;
       run_updated: number;
       inserted_rows: number;
       updated_rows: number;
-    }>(
-      isSessionless(tx) ? WRITE_PAGE_SEEN_IN_TABLE : WRITE_PAGE,
-      writePageParameters(runId, supplier, page, literals),
-    );
+    }>(cachedPageStatement(isSessionless(tx), heldFields.length > 0), parameters);
     const row = rows[0];
     if (row && (row.inserted_rows !== row.inserted || row.updated_rows !== row.updated)) {
       // Only possible if someone else wrote this supplier's offers meanwhile: the lease was not exclusive.
@@ -346,12 +500,21 @@ function writePage(
         `run ${runId} is no longer running: page ${page.seq} not committed`,
       );
     }
+    for (const { field, stored } of heldFields) {
+      const total = state.fields.hold(state.step, field, stored);
+      await holdField(tx, { runId, supplier, seq: page.seq, skus, field, total });
+    }
+    const held: PageCounts["held"] = {};
+    if (row.held_price > 0) held.price_jump = row.held_price;
+    if (row.held_currency > 0) held.currency = row.held_currency;
+    if (heldFields.length > 0) held.field = heldFields.length;
     return {
       seen: page.offers.length,
       inserted: row.inserted,
       updated: row.updated,
       unchanged: row.unchanged,
       rejected: page.rejects.length,
+      held,
     };
   });
 }
@@ -371,19 +534,21 @@ export async function recordFailedStep(
     errorCode: string;
     httpAttempts: number;
     rejects?: Reject[];
+    /** When the step began (its first request); absent: now. */
+    startedAt?: Date;
   },
 ): Promise<void> {
   const rejects = input.rejects ?? [];
   await inTransaction(db, async (tx) => {
     const { rowCount } = await tx.query(
-      `insert into ingestion_run_steps (run_id, seq, state, finished_at, records, http_attempts, error_code)
-       values ($1, $2, 'failed', now(), 0, $3, $4)
+      `insert into ingestion_run_steps (run_id, seq, state, started_at, finished_at, records, http_attempts, error_code)
+       values ($1, $2, 'failed', least(coalesce($5::timestamptz, now()), clock_timestamp()), clock_timestamp(), 0, $3, $4)
        on conflict (run_id, seq) do update
-          set state = 'failed', finished_at = now(), http_attempts = excluded.http_attempts,
-              error_code = excluded.error_code
+          set state = 'failed', started_at = excluded.started_at, finished_at = excluded.finished_at,
+              http_attempts = excluded.http_attempts, error_code = excluded.error_code
         where ingestion_run_steps.state = 'running'
        returning 1`,
-      [input.runId, input.seq, input.httpAttempts, input.errorCode],
+      [input.runId, input.seq, input.httpAttempts, input.errorCode, input.startedAt ?? null],
     );
     if (rowCount === 0 || rejects.length === 0) return;
     await tx.query(

@@ -38,12 +38,22 @@ t.test("one run per session, in order; close derives the state; misuse throws", 
   t.equal(await sessions.open("etm", log), null, "the lease is held: a second session is busy");
   t.match(await rejection(session.commitPage(page(1))), /before the run session started a run/);
   t.equal(await session.isDue(new Date(0)), true);
-  const runId = await session.start({ slotStart: new Date(0), trigger: "schedule", owner });
-  t.match(await rejection(session.start({ slotStart: new Date(0), trigger: "schedule", owner })), /already/);
-  t.same(await session.commitPage(page(1)), { seen: 1, inserted: 1, updated: 0, unchanged: 0, rejected: 0 });
+  const runId = await session.start({ slotStart: new Date(0), trigger: "schedule", owner, guards: null });
+  t.match(
+    await rejection(session.start({ slotStart: new Date(0), trigger: "schedule", owner, guards: null })),
+    /already/,
+  );
+  t.same(await session.commitPage(page(1)), {
+    seen: 1,
+    inserted: 1,
+    updated: 0,
+    unchanged: 0,
+    rejected: 0,
+    held: {},
+  });
   await session.failStep({ seq: 2, errorCode: "HTTP_503", httpAttempts: 3 });
   const closed = await session.close({ walkComplete: false, errorCode: "HTTP_503", errorMessage: "503" });
-  t.same(closed, { state: "partial", delisted: 0 });
+  t.same(closed, { state: "partial", errorCode: "HTTP_503", delisted: 0, delistHeld: 0, heldFields: 0 });
   t.match(await rejection(session.commitPage(page(3))), /after run \d+ was closed/);
   await session.release();
   await session.release();
@@ -62,7 +72,7 @@ t.test("the session beats the run's heartbeat until close", async (t) => {
   });
   const session = await sessions.open("etm", log);
   if (!session || "busyUntilMs" in session) throw new Error("lease not taken");
-  const runId = await session.start({ slotStart: new Date(0), trigger: "schedule", owner });
+  const runId = await session.start({ slotStart: new Date(0), trigger: "schedule", owner, guards: null });
   const beatAt = async () =>
     (
       await pool.query<{ at: Date }>("select heartbeat_at as at from ingestion_runs where id = $1", [runId])
@@ -87,7 +97,7 @@ t.test("after a lost lease the close goes through the pool, once", async (t) => 
   const sessions = runSessions(pool, (name) => acquireLease(pool, name, log), { clock: systemClock });
   const session = await sessions.open("etm", log);
   if (!session || "busyUntilMs" in session) throw new Error("lease not taken");
-  const runId = await session.start({ slotStart: new Date(0), trigger: "schedule", owner });
+  const runId = await session.start({ slotStart: new Date(0), trigger: "schedule", owner, guards: null });
   await session.commitPage(page(1));
   const { rows } = await pool.query(
     "select pid from pg_locks where locktype = 'advisory' and granted and database = (select oid from pg_database where datname = current_database())",
@@ -114,7 +124,7 @@ t.test("PostgreSQL's failures are DatabaseErrors with a kind, classified at the 
   const sessions = runSessions(pool, (name) => acquireLease(pool, name, log), { clock: systemClock });
   const session = await sessions.open("etm", log);
   if (!session || "busyUntilMs" in session) throw new Error("lease not taken");
-  await session.start({ slotStart: new Date(0), trigger: "schedule", owner });
+  await session.start({ slotStart: new Date(0), trigger: "schedule", owner, guards: null });
   const overflow = await rejection(session.commitPage(page(1, "1e999999")));
   t.ok(overflow instanceof DatabaseError, "a statement PostgreSQL refuses");
   t.equal((overflow as DatabaseError).code, "DATABASE");

@@ -15,15 +15,18 @@
  *   connection. The heartbeat runs from `start` until `close`, `release` or the loss
  *   of the lease.
  * - After a lost lease nothing more goes through the session: the run's one close is
- *   `closeAfterLostLease`, a compare-and-set from a fresh pool connection; if that
- *   fails too, the next holder's recovery closes the run INTERRUPTED.
+ *   `closeAfterLostLease`, a compare-and-set from a fresh connection (not a pooled one,
+ *   which may be as dead as the lease's), connect and statements under a deadline; if
+ *   that fails too, the next holder's recovery closes the run INTERRUPTED.
  * - What it throws is an `IngestionError` with its code: PostgreSQL's failures are
  *   classified here, where they are born (database-error.ts).
  */
 import type pg from "pg";
+import { claimTrigger, hasPendingTrigger, isPaused } from "../control/controls.js";
 import type {
   ClosedRun,
   CloseInput,
+  GuardSettings,
   LeaseBusy,
   Page,
   PageCounts,
@@ -40,10 +43,17 @@ import { errorMessage } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import { classified } from "./database-error.js";
 import { databaseNow } from "./db-clock.js";
+import { withFreshConnection } from "./deadline.js";
+import { RunFieldState } from "./field-guard.js";
 import { commitPage, recordFailedStep } from "./offers.js";
-import { closeRun, hasSuccessInSlot, heartbeatRun, recoverAbandonedRuns, startRun } from "./runs.js";
+import { closeRun, hasCompleteWalkInSlot, heartbeatRun, recoverAbandonedRuns, startRun } from "./runs.js";
 import { SeenSetPreparation } from "./seen-set.js";
-import { closeRunNotModified, lastRunValidators, saveRunValidators } from "./validators.js";
+import {
+  closeRunNotModified,
+  lastRunValidators,
+  saveRunSourceDate,
+  saveRunValidators,
+} from "./validators.js";
 
 /**
  * A held lease (advisory or table, docs/operations.md, Choosing the lease), as the store needs it: the dedicated
@@ -69,15 +79,23 @@ export interface RunSessionOptions {
   log: Logger;
   /** How often the run heartbeat is written through the lease connection (default 10 s). */
   heartbeatMs?: number;
+  /**
+   * Deadline of the lost-lease close from a fresh connection (connect and each statement;
+   * default 10 s, a third of the default `SUPPLIER_SYNC_LEASE_DEAD_PEER`).
+   */
+  statementDeadlineMs?: number;
 }
 
 const DEFAULT_HEARTBEAT_MS = 10_000;
+const DEFAULT_STATEMENT_DEADLINE_MS = 10_000;
 
 /** Opens the run session of a held lease. The session owns the lease from now on. */
 export function openRunSession(lease: Lease, options: RunSessionOptions): RunSession {
   const db = lease.client;
   const supplier = lease.supplier;
   const seen = new SeenSetPreparation();
+  const fields = new RunFieldState();
+  let guards: GuardSettings | null = null;
   let log = options.log;
   let runId: number | undefined;
   let closed = false;
@@ -102,10 +120,20 @@ export function openRunSession(lease: Lease, options: RunSessionOptions): RunSes
     },
     databaseNow: () => classified(() => databaseNow(db)),
     recoverAbandoned: (): Promise<RecoveredRun[]> => classified(() => recoverAbandonedRuns(db, supplier)),
-    isDue: async (slotStart) => !(await classified(() => hasSuccessInSlot(db, supplier, slotStart))),
-    async start(input: { slotStart: Date; trigger: RunTrigger; owner: RunOwner }) {
+    isPaused: () => classified(() => isPaused(db, supplier)),
+    hasPendingTrigger: () => classified(() => hasPendingTrigger(db, supplier)),
+    claimTrigger: () => classified(() => claimTrigger(db, supplier, openRun("claimTrigger"))),
+    isDue: async (slotStart) => !(await classified(() => hasCompleteWalkInSlot(db, supplier, slotStart))),
+    async start(input: {
+      slotStart: Date;
+      trigger: RunTrigger;
+      owner: RunOwner;
+      guards: GuardSettings | null;
+    }) {
       if (runId !== undefined) throw new Error(`the run session already started run ${runId}`);
-      const id = await classified(() => startRun(db, { supplier, ...input }));
+      guards = input.guards;
+      const { slotStart, trigger, owner } = input;
+      const id = await classified(() => startRun(db, { supplier, slotStart, trigger, owner }));
       runId = id;
       log = log.child({ run_id: id });
       heartbeat = startHeartbeat(session, lease, options);
@@ -113,25 +141,41 @@ export function openRunSession(lease: Lease, options: RunSessionOptions): RunSes
     },
     async commitPage(page: Page): Promise<PageCounts> {
       const id = openRun("commitPage");
-      return classified(() => commitPage(db, { runId: id, supplier, page }, seen));
+      return classified(() => commitPage(db, { runId: id, supplier, page, guards }, seen, fields));
     },
-    async failStep(input: { seq: number; errorCode: string; httpAttempts: number; rejects?: Reject[] }) {
+    async failStep(input: {
+      seq: number;
+      errorCode: string;
+      httpAttempts: number;
+      rejects?: Reject[];
+      startedAt?: Date;
+    }) {
       const id = openRun("failStep");
       return classified(() => recordFailedStep(db, { runId: id, supplier, ...input }));
     },
     previousValidators: () => classified(() => lastRunValidators(db, supplier)),
-    async close({ validators, ...input }: CloseInput): Promise<ClosedRun | null> {
+    async close({ validators, sourceDate, ...input }: CloseInput): Promise<ClosedRun | null> {
       const id = openRun("close");
       closed = true;
       await stopHeartbeat();
       if (validators) await classified(() => saveRunValidators(db, id, validators));
-      const done = await classified(() => closeRun(db, { runId: id, ...input }));
-      return done && { state: done.state, delisted: done.counts.recordsDelisted };
+      if (sourceDate) await classified(() => saveRunSourceDate(db, id, sourceDate));
+      const done = await classified(() => closeRun(db, { runId: id, ...input, guards }));
+      return (
+        done && {
+          state: done.state,
+          errorCode: done.errorCode,
+          delisted: done.counts.recordsDelisted,
+          delistHeld: done.delistHeld,
+          heldFields: done.heldFields,
+        }
+      );
     },
-    async closeNotModified(validators: ResponseValidators) {
+    async closeNotModified(validators: ResponseValidators, sourceDate?: string | null) {
       const id = openRun("closeNotModified");
       closed = true;
       await stopHeartbeat();
+      if (sourceDate) await classified(() => saveRunSourceDate(db, id, sourceDate));
       const done = await classified(() => closeRunNotModified(db, { runId: id, validators }));
       return done && { state: done.state, unchanged: done.counts.recordsUnchanged };
     },
@@ -199,8 +243,11 @@ export function runSessions(
       return openRunSession(got, { ...options, log });
     },
     async closeAfterLostLease(runId, message) {
+      const deadline = options.statementDeadlineMs ?? DEFAULT_STATEMENT_DEADLINE_MS;
       const closed = await classified(() =>
-        closeRun(pool, { runId, walkComplete: false, errorCode: "LEASE_LOST", errorMessage: message }),
+        withFreshConnection(pool, deadline, "the close of a run that lost its lease", (client) =>
+          closeRun(client, { runId, walkComplete: false, errorCode: "LEASE_LOST", errorMessage: message }),
+        ),
       );
       return closed?.state ?? null;
     },

@@ -6,7 +6,7 @@ import { commitPage, recordFailedStep } from "./offers.js";
 import {
   closeRun,
   ERROR_MESSAGE_MAX_CHARS,
-  hasSuccessInSlot,
+  hasCompleteWalkInSlot,
   heartbeatRun,
   recoverAbandonedRuns,
   startRun,
@@ -153,9 +153,9 @@ t.test("closeRun derives the outcome from the steps and never reports a false su
   const closed = await closeRun(client, { runId: good, ...ok });
   t.match(closed, { state: "succeeded", counts: { pages: 1, recordsSeen: 3 } });
   t.equal(await closeRun(client, { runId: good, ...ok }), null, "second close matches nothing");
-  t.equal(await hasSuccessInSlot(pool, "etm", SLOT), true);
-  t.equal(await hasSuccessInSlot(pool, "etm", new Date("2025-01-01T06:00:00Z")), false);
-  t.equal(await hasSuccessInSlot(pool, "iek", SLOT), false);
+  t.equal(await hasCompleteWalkInSlot(pool, "etm", SLOT), true);
+  t.equal(await hasCompleteWalkInSlot(pool, "etm", new Date("2025-01-01T06:00:00Z")), false);
+  t.equal(await hasCompleteWalkInSlot(pool, "iek", SLOT), false);
 });
 
 t.test("delisting after a succeeded run only, and re-appearing offers are relisted", async (t) => {

@@ -10,10 +10,13 @@ import {
   bigserial,
   char,
   check,
+  customType,
+  date,
   index,
   integer,
   jsonb,
   numeric,
+  pgSequence,
   pgTable,
   primaryKey,
   text,
@@ -22,6 +25,12 @@ import {
 } from "drizzle-orm/pg-core";
 
 const tstz = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
+
+/** PostgreSQL's 64-bit transaction id (`pg_current_xact_id()`), read as its decimal text. */
+const xid8 = customType<{ data: string; driverData: string }>({ dataType: () => "xid8" });
+
+/** Ids of observations (the change feed's tie-breaker within one transaction, docs/changes.md). */
+export const observationIds = pgSequence("supplier_offer_observations_id_seq");
 
 export const ingestionRuns = pgTable(
   "ingestion_runs",
@@ -52,20 +61,41 @@ export const ingestionRuns = pgTable(
      */
     etag: text("etag"),
     lastModified: text("last_modified"),
+    /** Items the run's guards held (docs/connectors.md, Guards): a held delisting is one; 0 when none. */
+    recordsHeld: integer("records_held").notNull().default(0),
+    /**
+     * Per mapped field, how many of the run's records carried a value:
+     * `{"<field>": {"source": "<path or expression>", "records": n, "withValue": n}}`.
+     */
+    fieldCoverage: jsonb("field_coverage"),
+    /** The date a `{date:…}` file was read for (docs/feeds.md), when the walk used one. */
+    sourceDate: date("source_date", { mode: "string" }),
   },
   (t) => [
     check("ingestion_runs_state_check", sql`${t.state} in ('running', 'succeeded', 'partial', 'failed')`),
-    check("ingestion_runs_trigger_check", sql`${t.trigger} in ('schedule', 'retry', 'tick_once', 'forced')`),
+    check(
+      "ingestion_runs_trigger_check",
+      sql`${t.trigger} in ('schedule', 'retry', 'tick_once', 'forced', 'manual')`,
+    ),
     check("ingestion_runs_finished_check", sql`(${t.state} = 'running') = (${t.finishedAt} is null)`),
-    // The due gate's backstop: one non-forced success per supplier and slot, even in a race.
+    // The due gate's backstop: one scheduled success per supplier and slot, even in a race. Forced
+    // and manual (trigger request) walks are extra walks, exempt (docs/operations.md, Triggering).
     uniqueIndex("ingestion_runs_one_success_per_slot")
       .on(t.supplier, t.slotStart)
-      .where(sql`${t.state} = 'succeeded' and ${t.trigger} <> 'forced'`),
+      .where(sql`${t.state} = 'succeeded' and ${t.trigger} not in ('forced', 'manual')`),
     index("ingestion_runs_supplier_started").on(t.supplier, t.startedAt.desc()),
     index("ingestion_runs_supplier_success")
       .on(t.supplier, t.finishedAt.desc())
       .where(sql`${t.state} = 'succeeded'`),
     index("ingestion_runs_running").on(t.supplier).where(sql`${t.state} = 'running'`),
+    // Complete walks: succeeded runs and complete walks held by a guard (docs/connectors.md, Guards),
+    // for the due gate and freshness, which treat both as the slot's walk.
+    index("ingestion_runs_complete_walk")
+      .on(t.supplier, t.finishedAt.desc())
+      .where(sql`${t.state} = 'succeeded' or (${t.state} = 'partial' and ${t.errorCode} = 'GUARD')`),
+    // The console's supplier page (docs/operations.md, Operator console): a supplier's runs newest
+    // first by id, keyset-paged, for any state and trigger, one bounded probe per (state, trigger).
+    index("ingestion_runs_supplier_state_trigger_id").on(t.supplier, t.state, t.trigger, t.id),
   ],
 );
 
@@ -125,8 +155,48 @@ export const supplierOfferObservations = pgTable(
     stock: integer("stock"),
     attributes: jsonb("attributes"),
     contentHash: text("content_hash").notNull(),
+    /**
+     * The change feed's position (docs/changes.md): the writing transaction's id and a
+     * sequence number. Null on rows written before migration 0006 (not in the feed).
+     */
+    id: bigint("id", { mode: "number" }).default(sql`nextval('supplier_offer_observations_id_seq')`),
+    txid: xid8("txid").default(sql`pg_current_xact_id()`),
+    /** `listed` (first sighting), `changed`, `delisted`, `relisted`; null before migration 0006. */
+    kind: text("kind"),
   },
-  (t) => [primaryKey({ name: "supplier_offer_observations_key", columns: [t.supplier, t.sku, t.runId] })],
+  (t) => [
+    primaryKey({ name: "supplier_offer_observations_key", columns: [t.supplier, t.sku, t.runId] }),
+    check(
+      "supplier_offer_observations_kind_check",
+      sql`${t.kind} in ('listed', 'changed', 'delisted', 'relisted')`,
+    ),
+    // Built CONCURRENTLY after the migration's transaction (migrate.ts, online indexes).
+    index("supplier_offer_observations_feed").on(t.txid, t.id),
+  ],
+);
+
+/**
+ * Run events (docs/changes.md, Run events): an outbox written in the transaction that
+ * closed the run (or held, paused or decided), delivered to the webhook at least once,
+ * in order per supplier. `next_attempt_at` is the retry backoff's, durable across restarts.
+ */
+export const ingestionEvents = pgTable(
+  "ingestion_events",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    createdAt: tstz("created_at").notNull().defaultNow(),
+    supplier: text("supplier").notNull(),
+    type: text("type").notNull(),
+    payload: jsonb("payload").notNull(),
+    deliveredAt: tstz("delivered_at"),
+    attempts: integer("attempts").notNull().default(0),
+    lastError: text("last_error"),
+    nextAttemptAt: tstz("next_attempt_at"),
+  },
+  (t) => [
+    index("ingestion_events_undelivered").on(t.supplier, t.id).where(sql`${t.deliveredAt} is null`),
+    index("ingestion_events_created").on(t.createdAt),
+  ],
 );
 
 export const ingestionRejects = pgTable(
@@ -171,4 +241,90 @@ export const ingestionRunSeen = pgTable(
     skus: text("skus").array().notNull(),
   },
   (t) => [primaryKey({ name: "ingestion_run_seen_run_seq", columns: [t.runId, t.seq] })],
+);
+
+/**
+ * What the guards held (docs/connectors.md, Guards): one row per held offer change
+ * (`price_jump`, `currency`: `sku` set), per vanished field (`field`: `field` set) or
+ * per held delisting (`delist`). `stored` and `proposed` are the offer's fields before
+ * and as the run would have written them (for `delist`, the counts). Decided once:
+ * `held` → `approved` | `dismissed` | `stale`.
+ */
+export const ingestionHeld = pgTable(
+  "ingestion_held",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    runId: bigint("run_id", { mode: "number" })
+      .notNull()
+      .references(() => ingestionRuns.id, { onDelete: "cascade" }),
+    supplier: text("supplier").notNull(),
+    /** The held offer's SKU; null for a held delisting or field. */
+    sku: text("sku"),
+    kind: text("kind").notNull(),
+    /** The vanished field (`stock`, `name`, an attribute's name) of a `field` item; null otherwise. */
+    field: text("field"),
+    reason: text("reason").notNull(),
+    stored: jsonb("stored"),
+    proposed: jsonb("proposed"),
+    state: text("state").notNull().default("held"),
+    createdAt: tstz("created_at").notNull().defaultNow(),
+    decidedAt: tstz("decided_at"),
+    decidedBy: text("decided_by"),
+  },
+  (t) => [
+    check("ingestion_held_kind_check", sql`${t.kind} in ('price_jump', 'currency', 'delist', 'field')`),
+    check("ingestion_held_state_check", sql`${t.state} in ('held', 'approved', 'dismissed', 'stale')`),
+    check("ingestion_held_decided_check", sql`(${t.state} = 'held') = (${t.decidedAt} is null)`),
+    // One item per held offer, field or delisting of a run.
+    uniqueIndex("ingestion_held_run_item").on(
+      t.runId,
+      t.kind,
+      sql`coalesce(${t.sku}, '')`,
+      sql`coalesce(${t.field}, '')`,
+    ),
+    index("ingestion_held_undecided").on(t.supplier, t.sku).where(sql`${t.state} = 'held'`),
+  ],
+);
+
+/**
+ * SKU lists of held items, one row per step as in the seen set: for a `delist` item,
+ * the SKUs its run and every later run of the supplier saw (what approval must not
+ * delist); for a `field` item, the offers whose field approval empties.
+ */
+export const ingestionHeldSkus = pgTable(
+  "ingestion_held_skus",
+  {
+    heldId: bigint("held_id", { mode: "number" })
+      .notNull()
+      .references(() => ingestionHeld.id, { onDelete: "cascade" }),
+    runId: bigint("run_id", { mode: "number" }).notNull(),
+    seq: integer("seq").notNull(),
+    skus: text("skus").array().notNull(),
+  },
+  (t) => [primaryKey({ name: "ingestion_held_skus_key", columns: [t.heldId, t.runId, t.seq] })],
+);
+
+/** Operator controls per supplier (docs/operations.md, Pausing): paused while `paused_at` is set. */
+export const ingestionControls = pgTable("ingestion_controls", {
+  supplier: text("supplier").primaryKey(),
+  pausedAt: tstz("paused_at"),
+  pausedBy: text("paused_by"),
+  pauseReason: text("pause_reason"),
+});
+
+/**
+ * Requests for one forced walk now (`supplier-sync trigger`, the console): taken by one
+ * daemon (`taken_at`), served by the run `run_id`.
+ */
+export const ingestionTriggers = pgTable(
+  "ingestion_triggers",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    supplier: text("supplier").notNull(),
+    requestedAt: tstz("requested_at").notNull().defaultNow(),
+    requestedBy: text("requested_by").notNull(),
+    takenAt: tstz("taken_at"),
+    runId: bigint("run_id", { mode: "number" }),
+  },
+  (t) => [index("ingestion_triggers_pending").on(t.supplier, t.requestedAt).where(sql`${t.takenAt} is null`)],
 );

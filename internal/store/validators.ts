@@ -10,6 +10,8 @@
  *   nothing delisted; `records_unchanged` is the supplier's listed offers (the catalog
  *   the supplier says is still current).
  */
+
+import { recordRunsClosed } from "../events/outbox.js";
 import type { ResponseValidators, RunState } from "../ingestion/ports.js";
 import { inTransaction, type Queryable } from "./queryable.js";
 import { RUN_COUNT_COLUMNS, type RunCountRow, type RunCounts, toRunCounts } from "./runs.js";
@@ -27,6 +29,16 @@ export async function lastRunValidators(db: Queryable, supplier: string): Promis
   const row = rows[0];
   if (!row || (row.etag === null && row.last_modified === null)) return null;
   return { etag: row.etag, lastModified: row.last_modified };
+}
+
+/** Records the date a running run's dated file was read for (docs/feeds.md, Dated files). */
+export async function saveRunSourceDate(db: Queryable, runId: number, sourceDate: string): Promise<void> {
+  await inTransaction(db, (tx) =>
+    tx.query("update ingestion_runs set source_date = $2 where id = $1 and state = 'running'", [
+      runId,
+      sourceDate,
+    ]),
+  );
 }
 
 /**
@@ -82,6 +94,7 @@ export async function closeRunNotModified(
     );
     const closed = rows[0];
     if (!closed) return null;
+    await recordRunsClosed(client, [input.runId]);
     // Nothing was staged (no step committed); discarded anyway so no run leaves one behind.
     await discardSeenSet(client, input.runId);
     return { state: closed.state, counts: toRunCounts(closed) };

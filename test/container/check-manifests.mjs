@@ -118,13 +118,14 @@ check(
 const rules = docsOf("deploy/alerts.yml")[0]?.groups?.flatMap((g) => g.rules) ?? [];
 const exprs = rules.map((r) => String(r.expr));
 check(
-  rules.length === 3 &&
+  rules.length === 4 &&
+    exprs.some((e) => e.includes("max by (supplier) (ingestion_held_items) > 0")) &&
     exprs.some((e) => e.includes("ingestion_last_success_age_seconds")) &&
     exprs.some((e) =>
       /increase\(ingestion_tick_attempt_total\{outcome=~"failed\|partial"\}\[1h\]\)/.test(e),
     ) &&
     exprs.some((e) => e.includes('increase(ingestion_tick_attempt_total{outcome="lease_lost"}[1h])')),
-  "alerts: stale supplier, ticks failing, leases lost",
+  "alerts: stale supplier, ticks failing, leases lost, data held",
 );
 const scrape = docsOf("deploy/prometheus.yml")[0];
 check(scrape?.rule_files?.includes("/etc/prometheus/alerts.yml"), "prometheus.yml loads the alert rules");
@@ -132,14 +133,51 @@ check(scrape?.rule_files?.includes("/etc/prometheus/alerts.yml"), "prometheus.ym
 const schemaPath = join(root, "dist/internal/config/connector-schema.js");
 if (existsSync(schemaPath)) {
   const { connectorDefinitionSchema } = await import(schemaPath);
-  const connectors = readdirSync(join(root, "deploy/compose-connectors")).map((f) => ({
-    name: `deploy/compose-connectors/${f}`,
-    value: JSON.parse(readFileSync(join(root, "deploy/compose-connectors", f), "utf8")),
-  }));
+  const connectors = readdirSync(join(root, "deploy/compose-connectors"))
+    .filter((f) => f.endsWith(".json"))
+    .map((f) => ({
+      name: `deploy/compose-connectors/${f}`,
+      value: JSON.parse(readFileSync(join(root, "deploy/compose-connectors", f), "utf8")),
+    }));
   const configMap = kind("deploy/k8s/connectors-configmap.yaml", "ConfigMap");
   for (const [key, text] of Object.entries(configMap?.data ?? {})) {
+    if (!key.endsWith(".json")) continue;
     connectors.push({ name: `connectors-configmap.yaml ${key}`, value: JSON.parse(String(text)) });
   }
+
+  // One etm connector (issue 34): compose and Kubernetes run the shipped config/suppliers/etm.json,
+  // compose pointed at the simulator's etm profile (only baseUrl differs), Kubernetes verbatim.
+  const shippedEtm = JSON.parse(readFileSync(join(root, "config/suppliers/etm.json"), "utf8"));
+  const composeEtm = connectors.find((c) => c.name === "deploy/compose-connectors/etm.json")?.value;
+  check(
+    composeEtm !== undefined &&
+      composeEtm.baseUrl === "http://simulator:9465/etm" &&
+      JSON.stringify({ ...composeEtm, baseUrl: shippedEtm.baseUrl }) === JSON.stringify(shippedEtm),
+    "compose's etm.json is config/suppliers/etm.json with the simulator's baseUrl",
+  );
+  const k8sEtm = configMap?.data?.["etm.json"];
+  check(
+    k8sEtm !== undefined && JSON.stringify(JSON.parse(String(k8sEtm))) === JSON.stringify(shippedEtm),
+    "the ConfigMap's etm.json is config/suppliers/etm.json",
+  );
+  check(
+    typeof configMap?.data?.["etm-skus.txt"] === "string" &&
+      existsSync(join(root, "deploy/compose-connectors/etm-skus.txt")),
+    "etm's SKU list (etm-skus.txt) is beside etm.json in compose and the ConfigMap",
+  );
+  const simulatorConfig = JSON.parse(readFileSync(join(root, "deploy/compose-simulator.json"), "utf8"));
+  check(
+    simulatorConfig.suppliers?.etm?.profile === "etm" &&
+      simulatorConfig.suppliers.etm.auth?.credentials?.log ===
+        compose.services?.["worker-1"]?.environment?.ETM_LOGIN,
+    "compose's simulator serves the etm profile with the workers' ETM_LOGIN",
+  );
+  const composeText = readFileSync(join(root, "docker-compose.yml"), "utf8");
+  check(
+    composeText.includes("/etc/supplier-sync/simulator.json") &&
+      composeText.includes("deploy/compose-simulator.json"),
+    "compose's simulator runs with deploy/compose-simulator.json",
+  );
   for (const { name, value } of connectors) {
     const r = connectorDefinitionSchema.safeParse(value);
     check(

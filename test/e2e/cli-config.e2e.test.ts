@@ -30,6 +30,16 @@ const rejections: [string, Record<string, string>, RegExp[]][] = [
   ["all disabled", { SUPPLIER_SYNC_SUPPLIERS: "etm:1h:false,iek:1h:false" }, [/disabled/i]],
   ["bad name", { SUPPLIER_SYNC_SUPPLIERS: "ETM:1h" }, [/ETM/]],
   [
+    "malformed cron expression",
+    { SUPPLIER_SYNC_SUPPLIERS: "etm:cron(0 3 * *)" },
+    [/SUPPLIER_SYNC_SUPPLIERS/, /etm:cron\(0 3 \* \*\)/, /malformed expression/],
+  ],
+  [
+    "unknown cron time zone",
+    { SUPPLIER_SYNC_SUPPLIERS: "etm:cron(0 3 * * * @Europe/Atlantis)" },
+    [/etm:cron/, /unknown time zone "Europe\/Atlantis"/],
+  ],
+  [
     "unknown lease",
     { SUPPLIER_SYNC_SUPPLIERS: "etm:1h", SUPPLIER_SYNC_LEASE: "foo" },
     [/SUPPLIER_SYNC_LEASE/, /foo/],
@@ -38,6 +48,11 @@ const rejections: [string, Record<string, string>, RegExp[]][] = [
     "bad lease TTL",
     { SUPPLIER_SYNC_SUPPLIERS: "etm:1h", SUPPLIER_SYNC_LEASE: "table", SUPPLIER_SYNC_LEASE_TTL: "0s" },
     [/SUPPLIER_SYNC_LEASE_TTL/, /0s/],
+  ],
+  [
+    "dead-peer bound out of range",
+    { SUPPLIER_SYNC_SUPPLIERS: "etm:1h", SUPPLIER_SYNC_LEASE_DEAD_PEER: "1s" },
+    [/SUPPLIER_SYNC_LEASE_DEAD_PEER/, /"1s"/, /3s/],
   ],
   [
     "retired SUPPLIER_SYNC_TICK_INTERVAL",
@@ -154,5 +169,5 @@ t.test("three migrate processes at once on an empty database all exit 0; schema 
   const tables = await pool.query(
     "select count(*)::int as n from pg_tables where schemaname = 'public' and tablename like any (array['supplier_%', 'ingestion_%'])",
   );
-  t.equal(tables.rows[0].n, 7);
+  t.equal(tables.rows[0].n, 12, "the 12 tables of migrations 0000-0007");
 });

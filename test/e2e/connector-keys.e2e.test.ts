@@ -53,6 +53,29 @@ const cases: BrokenKeyCases = {
     /pagination: set exactly one of/,
   ],
   total: [{ pagination: { type: "offset", limit: 10, totalPath: "a..b" } }, /pagination\.totalPath/],
+  ratio: [{ guards: { maxDelistRatio: 1.5 } }, /guards\.maxDelistRatio: must be from 0 to 1/],
+  mincount: [{ guards: { minDelistCount: 2.5 } }, /guards\.minDelistCount: must be a whole number/],
+  factor: [{ guards: { priceJumpFactor: 1 } }, /guards\.priceJumpFactor: must be greater than 1/],
+  currencyflag: [{ guards: { currencyChange: "yes" } }, /guards\.currencyChange: /],
+  guardkey: [{ guards: { maxJump: 3 } }, /guards: Unrecognized key: "maxJump"/],
+  guardson: [{ guards: true }, /guards: must be false or an object of guard settings/],
+  nullwhen: [
+    {
+      fields: {
+        sku: "art",
+        price: { path: "price", nullWhen: { path: "extra", contains: "x", equals: "y" } },
+      },
+    },
+    /fields\.price\.nullWhen: needs exactly one of equals, in, notIn, exists or contains/,
+  ],
+  sumname: [
+    { fields: { sku: "art", price: "price", name: { path: "n", sum: true } } },
+    /fields\.name: Unrecognized key: "sum"/,
+  ],
+  elsebad: [
+    { fields: { sku: "art", price: "price", stock: { path: "s", else: { jmespath: "sum(" } } } },
+    /fields\.stock\.else\.jmespath: is not a valid JMESPath expression/,
+  ],
 };
 
 t.test("check-config: exit 2, each broken key named with its path", async (t) => {

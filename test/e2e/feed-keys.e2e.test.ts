@@ -37,7 +37,7 @@ const cases: BrokenKeyCases = {
     { export: job, pagination: { type: "offset", offsetParam: "o", limitParam: "l", limit: 5 } },
     /pagination: an export job downloads one file/,
   ],
-  formattype: [{ format: { type: "xlsx" } }, /format\.type: must be one of json, jsonl, csv, xml/],
+  formattype: [{ format: { type: "ods" } }, /format\.type: must be one of json, jsonl, csv, xml, xlsx, xls/],
   csvkey: [
     { format: { type: "xml", element: "offer", delimiter: ";" } },
     /format: Unrecognized key.*delimiter/,
@@ -84,5 +84,9 @@ t.test("maxResponseBytes: optional; the shipped feed.json and etm-catalog.json a
     JSON.parse(readFileSync(new URL("../../config/suppliers/etm-catalog.json", import.meta.url), "utf8")),
   );
   t.equal(etm.export?.poll.intervalMs, 15_000);
-  t.equal(etm.timeouts.runMs, 10_800_000, "ETM's export may take up to 3 hours");
+  t.equal(
+    etm.timeouts.runMs,
+    14_400_000,
+    "ETM's export may take up to 3 hours, then its codes are priced at 1/s",
+  );
 });

@@ -20,7 +20,7 @@ t.test("--tick-once walks a SQL SKU list: $1 is the supplier, one step per batch
       baseUrl: sim.baseUrl("etm"),
       rateLimit: { requestsPerSecond: 1000, burst: 1000, maxConcurrency: 2 },
       skus: { from: "sql", query: "select sku from wanted where supplier = $1 order by sku", batch: 3 },
-      request: { path: "/api/v1/goods/{skus}/price", query: { type: "cli" } },
+      request: { path: "/api/v1/goods/{skus}/price", query: { type: "etm" } },
       records: { path: "data.rows" },
       fields: { sku: "gdscode", price: "price", currency: { const: "RUB" } },
     },

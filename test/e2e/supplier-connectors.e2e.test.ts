@@ -1,12 +1,16 @@
 // The shipped connector files config/suppliers/{etm,iek,systeme}.json themselves, only their
 // baseUrl aimed at the simulator's etm, iek and systeme profiles (behind the real APIs' auth
-// and rate limits), run by real `--tick-once` processes against a real PostgreSQL: catalogs
-// exact, stock summed over stores, price on request null, secrets nowhere an operator looks.
+// and rate limits, in the shapes the real APIs send), run by real `--tick-once` processes
+// against a real PostgreSQL: catalogs exact, ETM's stock from the `all` row or the other
+// stores summed (quantities as strings), IEK's price null exactly when `extra` flags it,
+// secrets nowhere an operator looks.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import t, { type Test } from "tap";
+import { etmRemains } from "../../internal/simulator/profile-etm.js";
+import { iekExtra, iekIndividualPrice } from "../../internal/simulator/profile-iek.js";
 import { storeSplit } from "../../internal/simulator/profiles.js";
 import {
   pointConnectorsAt,
@@ -134,77 +138,109 @@ async function tickOnce(t: Test, env: Record<string, string>, supplier: string, 
 
 const expectedStock = (r: SimulatorRecord) => storeSplit(r.stock.total).reduce((a, b) => a + b, 0);
 
-t.test("iek.json: groups from /api/ddp, Basic auth, price on request null, stock summed", async (t) => {
-  const { url, sim, env } = await setup(t, { iek: 60 });
-  const first = await tickOnce(t, env, "iek");
-  t.equal(first.code, 0, first.stderr);
-  const run1 = await lastRun(url, "iek");
-  t.equal(run1.state, "succeeded");
+/** A price IEK sent as a JSON number, as stored: the number's digits (`746.70` is 746.7). */
+const numeric = (price: string) => price.replace(/\.?0+$/, "");
 
-  const expected = sim
-    .offers("iek")
-    .map((r) => {
-      const index = Number(r.article.slice(4));
-      const onRequest = index % 7 === 0;
-      const [a, b, c] = storeSplit(r.stock.total);
-      return {
-        sku: r.article,
-        name: r.title,
-        price: onRequest ? null : r.price.value,
-        currency: "RUB",
-        stock: r.stock.total,
-        attributes: {
-          ...(onRequest ? {} : { salePrice: r.price.value }),
-          vat: 20,
-          vatIncluded: true,
-          minShip: 1,
-          stockByStore: { "1": a, "2": b, "3": c },
-        },
-        delisted: false,
-      };
-    })
-    .sort((x, y) => x.sku.localeCompare(y.sku));
-  t.same(await offers(url, "iek"), expected, "the catalog exactly, price on request stored null");
-  t.equal(
-    (await offers(url, "iek")).filter((o) => o.price === null).length,
-    Math.ceil(60 / 7),
-    "every seventh offer is price on request",
-  );
-  // 1 group list + 3 groups + ceil(20/50) residues per group.
-  t.equal(sim.stats("iek").requests, 1 + 3 + 3, "requests: groups, products per group, residues per group");
+t.test(
+  "iek.json: groups, products paged, price null exactly when extra flags it, stock summed",
+  async (t) => {
+    const { url, sim, env } = await setup(t, { iek: 60 });
+    const first = await tickOnce(t, env, "iek");
+    t.equal(first.code, 0, first.stderr);
+    const run1 = await lastRun(url, "iek");
+    t.equal(run1.state, "succeeded");
 
-  // The first offer (price on request) gets a real price: exactly one observation, its own.
-  sim.mutate("iek", { changePrices: 1 });
-  const priced = sim.offers("iek")[0] as SimulatorRecord;
-  t.equal(priced.article, "IEK-0000000");
-  const second = await tickOnce(t, env, "iek");
-  t.equal(second.code, 0, second.stderr);
-  const run2 = await lastRun(url, "iek");
-  t.same(await observationsOfRun(url, run2.id), [{ sku: "IEK-0000000", price: priced.price.value }]);
-  t.equal(run2.records_updated, 1);
-
-  // New and removed offers: inserted and delisted.
-  sim.mutate("iek", { remove: 2, add: 3 });
-  const third = await tickOnce(t, env, "iek");
-  t.equal(third.code, 0, third.stderr);
-  const run3 = await lastRun(url, "iek");
-  t.match(run3, { state: "succeeded", records_inserted: 3, records_delisted: 2 });
-  const live = (await offers(url, "iek")).filter((o) => !o.delisted).map((o) => o.sku);
-  t.same(
-    live,
-    sim
+    const expected = sim
       .offers("iek")
-      .map((r) => r.article)
-      .sort(),
-    "live offers are the catalog",
-  );
+      .map((r) => {
+        const index = Number(r.article.slice(4));
+        const onRequest = index % 7 === 0;
+        const [a, b, c] = storeSplit(r.stock.total);
+        const individual = iekIndividualPrice(r);
+        return {
+          sku: r.article,
+          name: r.title,
+          price: onRequest ? null : numeric(r.price.value),
+          currency: "RUB",
+          stock: r.stock.total,
+          attributes: {
+            brand: "IEK",
+            groupId: `G${index % 3}`,
+            ...(individual === undefined ? {} : { individualPrice: Number(individual) }),
+            vat: 20,
+            vatIncluded: true,
+            orderMultiplicity: 1 + (index % 2) * 9,
+            minShip: 1,
+            stockByStore: { "1": a, "2": b, "3": c },
+          },
+          delisted: false,
+        };
+      })
+      .sort((x, y) => x.sku.localeCompare(y.sku));
+    const flags = new Set([0, 7, 14, 21].map((i) => iekExtra(i, true)));
+    t.equal(
+      flags.size,
+      3,
+      "the flag was sent alone, padded and followed by a note (the test can tell them apart)",
+    );
+    t.ok(
+      sim.offers("iek").some((r) => iekExtra(Number(r.article.slice(4)), false) !== ""),
+      "offers with another note in extra keep their price",
+    );
+    t.same(await offers(url, "iek"), expected, "the catalog exactly, price on request stored null");
+    t.equal(
+      (await offers(url, "iek")).filter((o) => o.price === null).length,
+      Math.ceil(60 / 7),
+      "every seventh offer is price on request",
+    );
+    // 1 group list + 3 groups (one page each: totalPage 1) + ceil(20/50) residues per group.
+    t.equal(sim.stats("iek").requests, 1 + 3 + 3, "requests: groups, products per group, residues per group");
+    t.ok(
+      sim
+        .stats("iek")
+        .urls.filter((u) => u.includes("/api/products?"))
+        .every(
+          (u) =>
+            /[?&]page=1(&|$)/.test(u) && /[?&]pageSize=500(&|$)/.test(u) && /[?&]entity=all(&|$)/.test(u),
+        ),
+      "products asked page by page, 500 a page, entity=all",
+    );
 
-  for (const [what, text] of [
-    ["tick output", first.text + second.text + third.text],
-    ["runs and steps", await operatorText(url)],
-  ] as const)
-    assertClean(t, what, text, sim, ["iek"]);
-});
+    // The first offer (price on request) gets a real price: exactly one observation, its own.
+    sim.mutate("iek", { changePrices: 1 });
+    const priced = sim.offers("iek")[0] as SimulatorRecord;
+    t.equal(priced.article, "IEK-0000000");
+    const second = await tickOnce(t, env, "iek");
+    t.equal(second.code, 0, second.stderr);
+    const run2 = await lastRun(url, "iek");
+    t.same(await observationsOfRun(url, run2.id), [
+      { sku: "IEK-0000000", price: numeric(priced.price.value) },
+    ]);
+    t.equal(run2.records_updated, 1);
+
+    // New and removed offers: inserted and delisted.
+    sim.mutate("iek", { remove: 2, add: 3 });
+    const third = await tickOnce(t, env, "iek");
+    t.equal(third.code, 0, third.stderr);
+    const run3 = await lastRun(url, "iek");
+    t.match(run3, { state: "succeeded", records_inserted: 3, records_delisted: 2 });
+    const live = (await offers(url, "iek")).filter((o) => !o.delisted).map((o) => o.sku);
+    t.same(
+      live,
+      sim
+        .offers("iek")
+        .map((r) => r.article)
+        .sort(),
+      "live offers are the catalog",
+    );
+
+    for (const [what, text] of [
+      ["tick output", first.text + second.text + third.text],
+      ["runs and steps", await operatorText(url)],
+    ] as const)
+      assertClean(t, what, text, sim, ["iek"]);
+  },
+);
 
 t.test("systeme.json: accessCode, getdata pages, getprice and getstock in lists of 45", async (t) => {
   const { url, sim, env } = await setup(t, { systeme: 530 });
@@ -277,28 +313,59 @@ t.test("etm.json: session login, price batches of 50, remains per code, at 1 req
     stats.urls.every((u) => /[?&]session-id=etm-[0-9a-f]+/.test(u)),
     "every data request carries the session",
   );
+  t.ok(
+    stats.urls.every((u) => /[?&]type=etm(&|$)/.test(u)),
+    "prices and remains alike ask for ETM codes (type=etm)",
+  );
 
-  const expected = sim
-    .offers("etm")
-    .map((r) => {
-      const stores = storeSplit(r.stock.total);
-      return {
-        sku: r.article,
-        name: null,
-        price: r.price.value,
-        currency: "RUB",
-        stock: expectedStock(r),
-        attributes: {
-          priceWithVat: (Number(r.price.value) * 1.2).toFixed(2),
-          priceTariff: r.price.value,
-          priceRetail: (Number(r.price.value) * 1.5).toFixed(2),
-          stockByStore: stores.map((remain, i) => ({ store: `S${i + 1}`, remain })),
-        },
-        delisted: false,
-      };
-    })
+  // What the simulator sent: an `all` row that is not the sum of the listed stores (so reading
+  // the wrong row, or summing, would be caught), remains without one, string quantities.
+  const rows = sim.offers("etm").map((r) => ({ r, stores: etmRemains(r) }));
+  const quantity = (q: string | number) => Number(q);
+  const others = (stores: ReturnType<typeof etmRemains>) => stores.filter((s) => s.StoreType !== "all");
+  t.ok(
+    rows.some(
+      ({ stores }) =>
+        stores.some((s) => s.StoreType === "all") &&
+        others(stores).reduce((a, s) => a + quantity(s.StoreQuantRem), 0) !==
+          quantity(stores.find((s) => s.StoreType === "all")?.StoreQuantRem ?? 0),
+    ),
+    "some all rows differ from the sum of the listed stores",
+  );
+  t.ok(
+    rows.some(({ stores }) => !stores.some((s) => s.StoreType === "all")),
+    "some remains have no all row",
+  );
+  t.ok(
+    rows.some(({ stores }) => stores.some((s) => typeof s.StoreQuantRem === "string")),
+    "quantities as strings",
+  );
+
+  const expected = rows
+    .map(({ r, stores }) => ({
+      sku: r.article,
+      name: null,
+      price: r.price.value,
+      currency: "RUB",
+      stock: r.stock.total,
+      attributes: {
+        priceWithVat: (Number(r.price.value) * 1.2).toFixed(2),
+        priceTariff: r.price.value,
+        priceRetail: (Number(r.price.value) * 1.5).toFixed(2),
+        stockByStore: others(stores).map((s) => ({
+          store: s.StoreCode,
+          type: s.StoreType,
+          quantity: s.StoreQuantRem,
+        })),
+      },
+      delisted: false,
+    }))
     .sort((x, y) => x.sku.localeCompare(y.sku));
-  t.same(await offers(url, "etm"), expected, "every code priced, stock summed over InfoStores");
+  t.same(
+    await offers(url, "etm"),
+    expected,
+    "every code priced; stock the all row, else the other stores summed; stockByStore without the total",
+  );
   assertClean(t, "tick output", first.text, sim, ["etm"]);
   assertClean(t, "runs and steps", await operatorText(url), sim, ["etm"]);
 });

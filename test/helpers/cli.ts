@@ -47,8 +47,21 @@ export function baseEnv(extra: Record<string, string>): Record<string, string> {
 
 const SIGNALS: Record<string, number> = { SIGTERM: 15, SIGINT: 2, SIGKILL: 9 };
 
-export function startCli(t: Teardown, args: string[], env: Record<string, string>): CliProcess {
-  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+/**
+ * Starts the built CLI. `wrap`: a command that runs it (e.g. `ip netns exec NS`, which
+ * execs it in place, so the child's pid is the daemon's).
+ */
+export function startCli(
+  t: Teardown,
+  args: string[],
+  env: Record<string, string>,
+  wrap: string[] = [],
+): CliProcess {
+  const [command, ...prefix] = [...wrap, process.execPath];
+  const child = spawn(command as string, [...prefix, CLI, ...args], {
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   const stdout: string[] = [];
   const stderr: string[] = [];
   const waiters: {

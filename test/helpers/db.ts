@@ -47,8 +47,38 @@ export async function createTestDatabase(t: Teardown, options: { migrated?: bool
       await new Promise((r) => setTimeout(r, 50 * attempt));
     }
   }
-  t.teardown(() => adminQuery(`drop database if exists ${name} with (force)`));
+  t.teardown(() => dropTestDatabase(name));
   return withDatabase(adminUrl(), name);
+}
+
+/** How long a drop waits for the database's sessions to close on their own before it cuts them. */
+const DROP_GRACE_MS = 2_000;
+
+/**
+ * Drops a test database once its sessions have left, cutting only those still there
+ * after DROP_GRACE_MS. A pool's end() resolves before its backends have read the
+ * Terminate message; a forced drop at that moment makes each of them answer FATAL
+ * 57P01, which pg delivers to the idle client's pool as an 'error' event (seen in CI:
+ * a console test's pool, ended in teardown, threw "terminating connection due to
+ * administrator command" into the next test).
+ */
+async function dropTestDatabase(name: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl() });
+  await client.connect();
+  try {
+    const deadline = Date.now() + DROP_GRACE_MS;
+    for (;;) {
+      const { rows } = await client.query<{ n: number }>(
+        "select count(*)::int as n from pg_stat_activity where datname = $1",
+        [name],
+      );
+      if (rows[0]?.n === 0 || Date.now() >= deadline) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await client.query(`drop database if exists ${name} with (force)`);
+  } finally {
+    await client.end();
+  }
 }
 
 /** A pool on `url`, ended on teardown. */

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import type { Connector } from "../../internal/ingestion/ports.js";
+import type { Connector, GuardSettings } from "../../internal/ingestion/ports.js";
 import { runTick, type TickDeps, type TickResult } from "../../internal/ingestion/tick.js";
 import { acquireLease } from "../../internal/lease/lease.js";
 import { createMetrics } from "../../internal/observability/metrics.js";
@@ -23,12 +23,17 @@ export function tickDeps(
   };
 }
 
-/** One forced tick of `name` (past the due gate, not the lease) with `connector`. */
-export function forcedTick(deps: TickDeps, name: string, connector: Connector): Promise<TickResult> {
+/** One forced tick of `name` (past the due gate, not the lease) with `connector` (guards off unless given). */
+export function forcedTick(
+  deps: TickDeps,
+  name: string,
+  connector: Connector,
+  guards: GuardSettings | null = null,
+): Promise<TickResult> {
   return runTick(deps, {
     supplier: { name, intervalMs: 3_600_000, enabled: true },
     trigger: "tick_once",
     force: true,
-    connector: { kind: "ok", connector, maxRejectRatio: 0.5, runMs: 60_000 },
+    connector: { kind: "ok", connector, maxRejectRatio: 0.5, runMs: 60_000, guards },
   });
 }

@@ -103,7 +103,7 @@ t.test("/ has one row per enabled supplier with status, last run and a strip of 
   t.equal(head.headers["content-security-policy"], CSP);
 });
 
-t.test("/runs/<id> shows every column, the steps and the rejects, escaped", async (t) => {
+t.test("/runs/<id> shows every column, labelled, the steps and the rejects, escaped", async (t) => {
   const { get, scene } = await setup(t);
   const res = await get(`/runs/${scene.etmLastRun}`);
   t.equal(res.status, 200);
@@ -116,7 +116,6 @@ t.test("/runs/<id> shows every column, the steps and the rejects, escaped", asyn
     "trigger",
     "state",
     "error_code",
-    "error_message",
     "owner",
     "started_at",
     "heartbeat_at",
@@ -129,7 +128,7 @@ t.test("/runs/<id> shows every column, the steps and the rejects, escaped", asyn
     "records_rejected",
     "records_delisted",
   ]) {
-    t.match(res.body, `<dt>${column}</dt>`, `column ${column}`);
+    t.match(res.body, `data-column="${column}"`, `column ${column}`);
   }
   t.match(res.body, "worker-a", "owner shown");
   t.equal(res.body.match(/<tr data-seq="/g)?.length, 3, "three steps");
@@ -147,6 +146,7 @@ t.test("/runs/<id> shows every column, the steps and the rejects, escaped", asyn
   t.match(res.body, /&quot;price&quot;: \{\n\s+&quot;value&quot;: &quot;12,5O&quot;/, "pretty-printed");
 
   const failed = await get(`/runs/${scene.iekFailedRun}`);
+  t.match(failed.body, 'data-column="error_message"');
   t.match(failed.body, "HTTP_503");
   t.match(failed.body, "answered 503 after 5 attempts");
 });
@@ -313,5 +313,78 @@ t.test(
     t.match(third.body, "busy");
     t.equal(third.headers["content-security-policy"], CSP);
     t.equal(busy.status, 503);
+  },
+);
+
+t.test(
+  "/runs/<id> lists what the run's guards held: stored vs proposed, reason, decision, escaped",
+  async (t) => {
+    const { get, writer } = await setup(t);
+    const runId = await insertRun(writer, {
+      supplier: "etm",
+      state: "partial",
+      errorCode: "GUARD",
+      startedAt: new Date(NOW - 5_000),
+      durationMs: 1_000,
+    });
+    const insert = (
+      kind: string,
+      sku: string | null,
+      reason: string,
+      stored: unknown,
+      proposed: unknown,
+      state = "held",
+    ) =>
+      writer.query(
+        `insert into ingestion_held (run_id, supplier, sku, kind, reason, stored, proposed, state, decided_at, decided_by)
+       values ($1, 'etm', $2, $3, $4, $5, $6, $7, case when $7 = 'held' then null else now() end,
+               case when $7 = 'held' then null else 'ops@<host>' end)`,
+        [runId, sku, kind, reason, JSON.stringify(stored), JSON.stringify(proposed), state],
+      );
+    await insert(
+      "price_jump",
+      "A-1<b>",
+      "price 12.50 -> 1250.00 (x100)",
+      { price: "12.50", currency: "RUB", stock: 3 },
+      { price: "1250.00", currency: "RUB", stock: 3 },
+    );
+    await insert(
+      "delist",
+      null,
+      "would delist 900 of 1,000 listed offers",
+      { listed: 1000 },
+      { delist: 900 },
+      "dismissed",
+    );
+
+    const res = await get(`/runs/${runId}`);
+    t.equal(res.status, 200);
+    t.match(res.body, "Held (2)");
+    t.match(res.body, "supplier-sync approve " + runId, "an undecided item says how to decide");
+    t.match(res.body, 'data-held-state="held"');
+    t.match(res.body, "12.50 RUB, stock 3", "the stored values");
+    t.match(res.body, "1250.00 RUB, stock 3", "the proposed values");
+    t.match(res.body, "price 12.50 -&gt; 1250.00 (x100)", "the reason, escaped");
+    t.match(res.body, "A-1&lt;b&gt;", "the SKU is escaped");
+    t.notOk(res.body.includes("A-1<b>"), "no raw markup from the SKU");
+    t.match(res.body, "delist 900");
+    t.match(res.body, 'data-held-state="dismissed"');
+    t.match(res.body, "by ops@&lt;host&gt;", "who decided, escaped");
+
+    const overview = await get("/");
+    const row = rowOf(overview.body, "etm");
+    t.match(row, 'data-status="held"', "the overview shows the supplier held");
+    t.match(
+      row,
+      `<a class="sub" href="/runs/${runId}" data-held-items>1 held</a>`,
+      "with a link to the held run",
+    );
+
+    const plain = await get(
+      `/runs/${await insertRun(writer, { supplier: "etm", state: "succeeded", startedAt: new Date(NOW - 20_000), durationMs: 10_000 })}`,
+    );
+    t.match(plain.body, "Held (0)");
+    t.match(plain.body, "The guards held nothing of this run.");
+    t.notOk(plain.body.includes('id="held-waiting"'));
   },
 );

@@ -23,11 +23,26 @@ import { errorMessage } from "../../platform/errors.js";
 import type { Logger } from "../../platform/logger.js";
 import type { SecretRegistry } from "../../platform/redact.js";
 import { parseRunId, readOverview, readRunDetail, type SupplierLatest } from "../../store/console-queries.js";
+import {
+  RUN_STATES,
+  RUN_TRIGGERS,
+  type RunCursor,
+  type RunListFilter,
+  type RunStateName,
+  type RunTriggerName,
+  readNeighbours,
+  readSupplierDetail,
+} from "../../store/console-supplier-queries.js";
 import type { FreshnessSnapshot } from "../freshness.js";
+import { evaluateSupplier } from "../readiness.js";
+import type { ActionRequest, ConsoleAuth } from "./actions.js";
 import type { Html } from "./html.js";
 import { CONSOLE_HEADERS, type ConsoleInstance, HTML_CONTENT_TYPE } from "./layout.js";
 import { renderOverview, renderStrip } from "./overview-page.js";
 import { renderRun, renderRunNotFound, renderUnavailable } from "./run-page.js";
+import { renderBadQuery, renderSupplier, renderSupplierNotFound } from "./supplier-page.js";
+
+type RequestHeaders = ActionRequest["headers"];
 
 /** Console reads in flight at once; more answer 503 rather than queue on the pool. */
 export const MAX_CONCURRENT_READS = 2;
@@ -45,6 +60,8 @@ export interface ConsoleOptions {
   freshness: () => Promise<FreshnessSnapshot>;
   /** Bound of one page's reads. */
   queryTimeoutMs: number;
+  /** Console actions, when `SUPPLIER_SYNC_ADMIN_TOKEN` is set (./actions.ts); absent: read-only. */
+  auth?: ConsoleAuth;
 }
 
 export interface ConsolePage {
@@ -55,10 +72,50 @@ export interface ConsolePage {
 }
 
 export interface Console {
-  /** `GET /`. */
-  overview(): Promise<ConsolePage>;
+  /** `GET /`; `headers` carry the session cookie of console actions. */
+  overview(headers?: RequestHeaders): Promise<ConsolePage>;
   /** `GET /runs/<idText>`. */
-  run(idText: string): Promise<ConsolePage>;
+  run(idText: string, headers?: RequestHeaders): Promise<ConsolePage>;
+  /** `GET /suppliers/<name>?state=…&trigger=…&before=<id>|after=<id>`. */
+  supplier(name: string, query: URLSearchParams): Promise<ConsolePage>;
+}
+
+/**
+ * The supplier page's query: `state` and `trigger` (repeatable; empty means any) and at
+ * most one of `before` / `after` (a run id). A problem names the parameter and value.
+ */
+export function parseListQuery(
+  query: URLSearchParams,
+): { filter: RunListFilter; cursor: RunCursor } | { problem: string } {
+  const states: RunStateName[] = [];
+  const triggers: RunTriggerName[] = [];
+  for (const [key, value] of query) {
+    if (key === "state") {
+      if (value === "") continue;
+      if (!(RUN_STATES as readonly string[]).includes(value))
+        return { problem: `state=${value} is not a run state (one of ${RUN_STATES.join(", ")}).` };
+      if (!states.includes(value as RunStateName)) states.push(value as RunStateName);
+    } else if (key === "trigger") {
+      if (value === "") continue;
+      if (!(RUN_TRIGGERS as readonly string[]).includes(value))
+        return { problem: `trigger=${value} is not a run trigger (one of ${RUN_TRIGGERS.join(", ")}).` };
+      if (!triggers.includes(value as RunTriggerName)) triggers.push(value as RunTriggerName);
+    } else if (key === "before" || key === "after") {
+      if (parseRunId(value) === undefined) return { problem: `${key}=${value} is not a run id.` };
+    } else {
+      return { problem: `${key} is not a parameter of this page (state, trigger, before, after).` };
+    }
+  }
+  const before = query.getAll("before");
+  const after = query.getAll("after");
+  if (before.length + after.length > 1) return { problem: "Give at most one of before= and after=." };
+  const cursor: RunCursor =
+    before[0] !== undefined
+      ? { kind: "before", id: before[0] }
+      : after[0] !== undefined
+        ? { kind: "after", id: after[0] }
+        : { kind: "newest" };
+  return { filter: { states, triggers }, cursor };
 }
 
 class ConsoleTimeoutError extends Error {
@@ -76,6 +133,7 @@ const reply = (status: number, body: Html): ConsolePage => ({
 export function createConsole(options: ConsoleOptions): Console {
   const { db, suppliers, instance, clock, log, secrets } = options;
   const names = suppliers.map((s) => s.name);
+  const bySupplier = new Map(suppliers.map((s) => [s.name, s]));
   let inFlight = 0;
   const strips = new Map<string, { version: string; html: Html }>();
   const emptyStrip = new Map(names.map((n) => [n, renderStrip(n, [])]));
@@ -118,7 +176,14 @@ export function createConsole(options: ConsoleOptions): Console {
     );
 
   return {
-    async overview() {
+    async overview(headers = {}) {
+      const auth = options.auth;
+      const actions = auth
+        ? {
+            forSupplier: (name: string, paused: boolean) => auth.supplierForms(headers, name, paused),
+            header: auth.logoutForm(headers),
+          }
+        : undefined;
       const versionOf = (l: SupplierLatest) => (l.lastRun ? `${l.lastRun.id}:${l.lastRun.state}` : "");
       const result = await bounded(() =>
         readOverview(db, names, (l) => strips.get(l.supplier)?.version !== versionOf(l)),
@@ -132,12 +197,17 @@ export function createConsole(options: ConsoleOptions): Console {
           if (marks) strips.set(l.supplier, { version: versionOf(l), html: renderStrip(l.supplier, marks) });
           else if (l.lastRun === null) strips.delete(l.supplier);
         }
+        // The readiness snapshot (cached) says what the guards hold and who is paused; the page shows without it.
+        const snapshot = await options.freshness().catch(() => undefined);
         const page = renderOverview({
+          held: snapshot?.held,
           suppliers,
           overview: new Map(latest.map((l) => [l.supplier, l])),
           strip: (name) => strips.get(name)?.html ?? emptyStrip.get(name) ?? renderStrip(name, []),
           fallbackLastSuccess: new Map(),
           database: "ok",
+          paused: snapshot?.paused,
+          ...(actions ? { actions } : {}),
           instance,
           secrets,
           nowMs,
@@ -153,13 +223,14 @@ export function createConsole(options: ConsoleOptions): Console {
           strip: (name) => emptyStrip.get(name) ?? renderStrip(name, []),
           fallbackLastSuccess: snapshot.lastSuccess,
           database: "unreachable",
+          paused: snapshot.paused,
           instance,
           secrets,
           nowMs,
         }),
       );
     },
-    async run(idText) {
+    async run(idText, headers = {}) {
       const id = parseRunId(idText);
       if (id === undefined) {
         return reply(404, renderRunNotFound("That is not a run id.", instance, "ok"));
@@ -175,7 +246,55 @@ export function createConsole(options: ConsoleOptions): Console {
       if (result.value === undefined) {
         return reply(404, renderRunNotFound(`No run has id ${id}.`, instance, "ok"));
       }
-      return reply(200, renderRun(id, result.value, instance, secrets));
+      const detail = result.value;
+      const enabled = bySupplier.has(detail.supplier);
+      const near = await bounded(() => readNeighbours(db, detail.supplier, id));
+      const neighbours = near !== undefined && "value" in near ? near.value : undefined;
+      return reply(
+        200,
+        renderRun(
+          id,
+          detail,
+          instance,
+          secrets,
+          { enabled, neighbours },
+          options.auth?.runForms(headers, id),
+        ),
+      );
+    },
+    async supplier(name, query) {
+      const supplier = bySupplier.get(name);
+      if (supplier === undefined) return reply(404, renderSupplierNotFound(name, instance));
+      const parsed = parseListQuery(query);
+      if ("problem" in parsed) return reply(400, renderBadQuery(name, parsed.problem, instance));
+      const result = await bounded(() => readSupplierDetail(db, name, parsed.filter, parsed.cursor));
+      if (result === undefined) return busy();
+      if ("error" in result) {
+        return reply(
+          503,
+          renderUnavailable(`The database is unreachable: ${name}'s history cannot be shown.`, instance),
+        );
+      }
+      const snapshot = await options.freshness();
+      const nowMs = clock.now();
+      const readiness = evaluateSupplier(
+        supplier,
+        snapshot.lastSuccess.get(name) ?? null,
+        nowMs,
+        snapshot.held.get(name),
+      );
+      return reply(
+        200,
+        renderSupplier({
+          supplier,
+          detail: result.value,
+          filter: parsed.filter,
+          readiness,
+          instance,
+          secrets,
+          nowMs,
+        }),
+      );
     },
   };
 }

@@ -24,6 +24,39 @@ export interface ConsoleInstance {
   version: string;
 }
 
+/** The supplier page's and run page's additions (charts, filters, pager, wrapped cells). */
+const SUPPLIER_STYLE = `
+.badge.paused { background: #5b4b8a; }
+table.overview { width: 100%; }
+table.overview th { white-space: normal; vertical-align: bottom; }
+table.overview td[data-last-run], table.overview td:first-child { white-space: normal; overflow-wrap: break-word; }
+table.overview td[data-last-run] { min-width: 12em; }
+table.overview td:first-child { min-width: 8em; max-width: 14em; }
+.badge, .err { white-space: nowrap; }
+table.overview td.num, table.overview th.num { padding: 5px 5px; }
+.badge.held { background: var(--partial); }
+dl.cols.narrow { max-width: 900px; }
+nav.crumbs, nav.pager { margin: 8px 0; display: flex; gap: 6px 12px; flex-wrap: wrap; align-items: baseline; }
+form.filters { display: flex; gap: 8px 16px; align-items: center; flex-wrap: wrap; margin: 0 0 8px; }
+table.wide { width: 100%; max-width: 1400px; }
+td.wrap { white-space: normal; word-break: break-word; max-width: 320px; }
+table.inner { border: 0; }
+table.inner th, table.inner td { padding: 2px 8px; }
+.charts { display: flex; flex-wrap: wrap; gap: 12px; }
+figure.chart { margin: 0; background: #fff; border: 1px solid #ddd; padding: 6px 8px; flex: 1 1 360px; max-width: 520px; }
+figure.chart figcaption { font-size: 12px; font-weight: 600; color: #444; }
+figure.chart svg { display: block; width: 100%; height: auto; }
+figure.chart .frame { stroke: #bbb; stroke-width: 1; }
+figure.chart .axis { font-size: 9px; fill: #777; }
+figure.chart .threshold { stroke: var(--stale); stroke-dasharray: 4 3; stroke-width: 1; }
+figure.chart .trend { fill: none; stroke: #9bb4dd; stroke-width: 1.2; }
+figure.chart .s { fill: var(--ok); }
+figure.chart .p { fill: var(--partial); }
+figure.chart .f { fill: var(--stale); }
+figure.chart .r { fill: var(--running); }
+figure.chart a:hover rect, figure.chart a:hover circle { opacity: 0.6; }
+`;
+
 const STYLE = `
 :root { color-scheme: light; --ok: #1b7f3b; --stale: #b3261e; --none: #6b6b6b; --partial: #b26a00; --running: #1f5fbf; }
 * { box-sizing: border-box; }
@@ -45,17 +78,18 @@ a { color: #1f5fbf; }
 .badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 12px; font-weight: 600; color: #fff; }
 .badge.ok, .badge.succeeded { background: var(--ok); }
 .badge.stale, .badge.failed { background: var(--stale); }
-.badge.none { background: var(--none); }
-.badge.partial { background: var(--partial); }
+.badge.none, .badge.paused { background: var(--none); }
+.badge.partial, .badge.held { background: var(--partial); }
 .badge.running { background: var(--running); }
+.sub { font-size: 11px; white-space: nowrap; }
 .code { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: 12px; }
 .err { color: var(--stale); font-weight: 600; }
 .summary { display: flex; gap: 16px; margin: 0 0 12px; flex-wrap: wrap; }
 .summary span { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 4px 10px; }
-.age-bar { display: inline-block; width: 60px; height: 6px; background: #e5e5e5; border-radius: 3px; margin-right: 6px; vertical-align: middle; overflow: hidden; }
+.age-bar { display: inline-block; width: 50px; height: 6px; background: #e5e5e5; border-radius: 3px; margin-right: 6px; vertical-align: middle; overflow: hidden; }
 .age-bar i { display: block; height: 100%; background: var(--ok); }
 .age-bar i.over { background: var(--stale); }
-svg.strip rect { width: 8px; height: 16px; }
+svg.strip rect { width: 6px; height: 16px; }
 svg.strip rect.s { fill: var(--ok); }
 svg.strip rect.p { fill: var(--partial); }
 svg.strip rect.f { fill: var(--stale); }
@@ -70,7 +104,7 @@ dl.cols dd { margin: 0; white-space: pre-wrap; word-break: break-word; }
 .reject pre { margin: 0; padding: 8px; background: #f6f6f6; overflow: auto; max-height: 420px; white-space: pre-wrap; word-break: break-all; font-size: 12px; }
 .note { color: #555; font-style: italic; margin: 6px 0; }
 .banner { background: #fde8e7; border: 1px solid var(--stale); color: #6e1510; padding: 8px 12px; margin: 0 0 12px; }
-`;
+${SUPPLIER_STYLE}`;
 
 /** A constant of this module, so trusted as markup (inside <style> entities would not be decoded). */
 const STYLE_HTML = new Html(STYLE);
@@ -102,7 +136,7 @@ ${body}
 `;
 }
 
-export function stateBadge(state: RunState | "ok" | "stale" | "none"): Html {
+export function stateBadge(state: RunState | "ok" | "stale" | "none" | "held" | "paused"): Html {
   return html`<span class="badge ${state}">${state}</span>`;
 }
 

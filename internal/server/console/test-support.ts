@@ -13,6 +13,8 @@ export interface RunInput {
   state: RunState;
   trigger?: RunTrigger;
   startedAt: Date;
+  /** Defaults to `startedAt`. */
+  slotStart?: Date;
   /** Null for a running run. */
   durationMs: number | null;
   errorCode?: string | null;
@@ -33,7 +35,7 @@ export async function insertRun(db: pg.Pool, run: RunInput): Promise<number> {
     `insert into ingestion_runs (supplier, slot_start, trigger, state, error_code, error_message, owner,
                                  started_at, heartbeat_at, finished_at, pages, records_seen, records_inserted,
                                  records_updated, records_unchanged, records_rejected, records_delisted)
-     values ($1, $2::timestamptz, $3, $4, $5, $6, '{"hostname":"worker-a","pid":4242,"bootId":"b00t"}'::jsonb,
+     values ($1, coalesce($15::timestamptz, $2::timestamptz), $3, $4, $5, $6, '{"hostname":"worker-a","pid":4242,"bootId":"b00t"}'::jsonb,
              $2::timestamptz, coalesce($7::timestamptz, $2::timestamptz), $7::timestamptz, $8, $9, $10, $11, $12, $13, $14)
      returning id`,
     [
@@ -51,6 +53,7 @@ export async function insertRun(db: pg.Pool, run: RunInput): Promise<number> {
       run.unchanged ?? 0,
       run.rejected ?? 0,
       run.delisted ?? 0,
+      run.slotStart ?? null,
     ],
   );
   return Number(rows[0]?.id);

@@ -63,8 +63,11 @@ export async function waitForPostgres(url, timeoutMs = 30_000) {
   }
 }
 
-/** Starts the postmaster on `dataDir` and waits until it answers. */
-export async function startPostgres({ dataDir, port, timeoutMs = 30_000 }) {
+/**
+ * Starts the postmaster on `dataDir` and waits until it answers. `listen`: its
+ * listen_addresses (loopback unless a scenario needs another address, e.g. a veth's).
+ */
+export async function startPostgres({ dataDir, port, timeoutMs = 30_000, listen = "127.0.0.1" }) {
   const child = spawn(
     join(postgresBinDir(), "postgres"),
     [
@@ -77,7 +80,7 @@ export async function startPostgres({ dataDir, port, timeoutMs = 30_000 }) {
       "-c",
       "fsync=off",
       "-c",
-      "listen_addresses=127.0.0.1",
+      `listen_addresses=${listen}`,
     ],
     { ...runAs(), detached: true, stdio: "ignore" },
   );

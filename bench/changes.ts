@@ -1,0 +1,118 @@
+#!/usr/bin/env node
+/**
+ * `npm run bench:changes`: the rate of `supplier-sync changes` against a bare
+ * `COPY supplier_offer_observations TO STDOUT` of the same rows, both measured in the
+ * same run on the same table (issue 31: at least 0.5× of the bare COPY).
+ *
+ * In a fresh database: `--rows` (default 1,000,000) observations written as pages
+ * would (txid and id set), then, alternating, `--reps` (default 3) repetitions of:
+ * bare COPY of the table; the feed streamed as `--json` lines and as text lines
+ * (streamChanges, as the CLI runs it: `COPY (SELECT …) TO STDOUT` with the cursor
+ * predicate, the snapshot bound, the order by (txid, id) and one line built per row).
+ * Every stream is read to the end into a byte counter. Medians and ratios are printed.
+ *
+ * Usage: node dist/bench/changes.js [--rows N] [--reps N]
+ * Database: `BENCH_DATABASE_URL` (a database is created and dropped there), else an
+ * embedded PostgreSQL started here.
+ */
+import { Writable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import pg from "pg";
+import { to as copyTo } from "pg-copy-streams";
+import { FEED_START, streamChanges } from "../internal/changes/feed.js";
+import { runMain } from "./child-main.js";
+import { openBenchDatabase } from "./database.js";
+
+function option(argv: string[], flag: string): string | undefined {
+  const i = argv.indexOf(flag);
+  return i >= 0 ? argv[i + 1] : undefined;
+}
+
+class Counter extends Writable {
+  bytes = 0;
+  override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void) {
+    this.bytes += chunk.length;
+    done();
+  }
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+
+interface ChangesReport {
+  rows: number;
+  reps: number;
+  bareCopyRowsPerSecond: number;
+  changesJsonRowsPerSecond: number;
+  changesTextRowsPerSecond: number;
+  jsonRatio: number;
+  textRatio: number;
+  bytes: { bare: number; json: number; text: number };
+}
+
+async function main(): Promise<ChangesReport> {
+  const argv = process.argv.slice(2);
+  const rows = Number(option(argv, "--rows") ?? 1_000_000);
+  const reps = Number(option(argv, "--reps") ?? 3);
+  const server = await openBenchDatabase(process.env.BENCH_DATABASE_URL);
+  const db = new pg.Client({ connectionString: server.url });
+  try {
+    await db.connect();
+    process.stderr.write(`bench: writing ${rows} observations\n`);
+    // Pages of 1,000 per transaction, as the page statement writes them (one txid per page).
+    for (let start = 1; start <= rows; start += 100_000) {
+      await db.query(
+        `insert into supplier_offer_observations
+                (supplier, sku, run_id, observed_at, price, currency, stock, content_hash, kind, txid)
+         select 'bench', 'SKU-' || lpad(i::text, 8, '0'), 1 + i / 1000, now(), (i % 100000) / 100.0, 'EUR',
+                i % 1000, md5(i::text), case when i % 10 = 0 then 'changed' else 'listed' end, pg_current_xact_id()
+           from generate_series($1::int, $2::int) as i`,
+        [start, Math.min(rows, start + 99_999)],
+      );
+    }
+    await db.query("vacuum analyze supplier_offer_observations");
+    const bare: number[] = [];
+    const json: number[] = [];
+    const text: number[] = [];
+    const bytes = { bare: 0, json: 0, text: 0 };
+    for (let r = 0; r < reps; r++) {
+      let sink = new Counter();
+      let t0 = performance.now();
+      await pipeline(db.query(copyTo("copy supplier_offer_observations to stdout")), sink);
+      bare.push(performance.now() - t0);
+      bytes.bare = sink.bytes;
+
+      sink = new Counter();
+      t0 = performance.now();
+      const a = await streamChanges(db, { since: FEED_START, limit: rows }, sink, { json: true });
+      json.push(performance.now() - t0);
+      bytes.json = sink.bytes;
+      if (a.count !== rows) throw new Error(`changes --json returned ${a.count} of ${rows} rows`);
+
+      sink = new Counter();
+      t0 = performance.now();
+      const b = await streamChanges(db, { since: FEED_START, limit: rows }, sink, { json: false });
+      text.push(performance.now() - t0);
+      bytes.text = sink.bytes;
+      if (b.count !== rows) throw new Error(`changes returned ${b.count} of ${rows} rows`);
+      process.stderr.write(
+        `rep ${r + 1}: bare ${bare.at(-1)?.toFixed(0)} ms, json ${json.at(-1)?.toFixed(0)} ms, text ${text.at(-1)?.toFixed(0)} ms\n`,
+      );
+    }
+    const rate = (ms: number) => Math.round(rows / (ms / 1000));
+    return {
+      rows,
+      reps,
+      bareCopyRowsPerSecond: rate(median(bare)),
+      changesJsonRowsPerSecond: rate(median(json)),
+      changesTextRowsPerSecond: rate(median(text)),
+      jsonRatio: Number((median(bare) / median(json)).toFixed(2)),
+      textRatio: Number((median(bare) / median(text)).toFixed(2)),
+      bytes,
+    };
+  } finally {
+    await db.end().catch(() => {});
+    await server.stop();
+  }
+}
+
+runMain(main);

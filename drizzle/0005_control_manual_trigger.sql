@@ -1,0 +1,2 @@
+DROP INDEX "ingestion_runs_one_success_per_slot";--> statement-breakpoint
+CREATE UNIQUE INDEX "ingestion_runs_one_success_per_slot" ON "ingestion_runs" USING btree ("supplier","slot_start") WHERE "ingestion_runs"."state" = 'succeeded' and "ingestion_runs"."trigger" not in ('forced', 'manual');
