@@ -185,29 +185,7 @@ with page as materialized (
     from guarded g where g.is_new or (g.is_changed and not g.price_jumped and not g.currency_switched)
 ), held as materialized (
   select g.* from guarded g where g.price_jumped or g.currency_switched
-), held_items as (
-  insert into ingestion_held (run_id, supplier, sku, kind, reason, stored, proposed)
-  select $1, $2, h.sku, case when h.currency_switched then 'currency' else 'price_jump' end,
-         ${heldReasonSql("h", "h.price_jumped", "h.currency_switched")},
-         jsonb_build_object('name', h.old_name, 'price', h.old_price::text, 'currency', h.old_currency,
-                            'stock', h.old_stock, 'attributes', h.old_attributes),
-         jsonb_build_object('name', h.name, 'price', h.price::text, 'currency', h.currency,
-                            'stock', h.stock, 'attributes', h.attributes)
-    from held h
-  on conflict (run_id, kind, (coalesce(sku, '')), (coalesce(field, ''))) do update
-     set reason = excluded.reason, proposed = excluded.proposed
-  returning (xmax = 0) as fresh
-), superseded as (
-  -- An offer this run saw again decides what an earlier run held for it: the supplier
-  -- corrected itself, or this run holds the newer values (docs/connectors.md, Guards).
-  update ingestion_held o
-     set state = 'stale', decided_at = now(), decided_by = 'run ' || $1
-   where exists (select 1 from ingestion_held x
-                  where x.supplier = $2 and x.state = 'held' and x.sku is not null and x.run_id <> $1)
-     and o.supplier = $2 and o.state = 'held' and o.sku = any ($3::text[]) and o.run_id <> $1
-     and o.kind in ('price_jump', 'currency')
-  returning 1
-), inserted as (
+), /*SUPERSEDED*/inserted as (
   insert into supplier_offers
          (supplier, sku, name, price, currency, stock, attributes, content_hash, first_seen_at, last_changed_at, last_run_id)
   select $2, sku, name, price, currency, stock, attributes, content_hash, now(), now(), $1
@@ -260,7 +238,6 @@ with page as materialized (
          records_updated = records_updated + counts.updated,
          records_unchanged = records_unchanged + counts.unchanged,
          records_rejected = records_rejected + $11,
-         records_held = records_held + (select count(*) from held_items where fresh),
          field_coverage = coalesce($15::jsonb, field_coverage),
          heartbeat_at = now()
     from counts
@@ -274,8 +251,69 @@ select counts.*,
        (select count(*) from observed_new)::int + (select count(*) from observed_changed)::int as observed,
        (select count(*) from rejected)::int as rejects,
        (select count(*) from seen)::int as staged,
-       (select count(*) from superseded)::int as superseded
+       (select jsonb_agg(jsonb_build_object(
+          'sku', h.sku, 'kind', case when h.currency_switched then 'currency' else 'price_jump' end,
+          'reason', ${heldReasonSql("h", "h.price_jumped", "h.currency_switched")},
+          'stored', jsonb_build_object('name', h.old_name, 'price', h.old_price::text, 'currency', h.old_currency,
+                                       'stock', h.old_stock, 'attributes', h.old_attributes),
+          'proposed', jsonb_build_object('name', h.name, 'price', h.price::text, 'currency', h.currency,
+                                         'stock', h.stock, 'attributes', h.attributes)))
+          from held h)::text as held_rows
   from counts`;
+
+/**
+ * What a run's pages mark `stale` (docs/connectors.md, Guards): an offer this run saw again
+ * decides what an earlier run held for it (the supplier corrected itself, or this run holds
+ * the newer values). Spliced into {@link WRITE_PAGE} only while the supplier has undecided
+ * per-offer items of earlier runs ({@link EarlierHolds}): planning it costs about as much as
+ * the rest of an unchanged page's statement (bench/README.md, Guards).
+ */
+const SUPERSEDE_EARLIER = `superseded as (
+  update ingestion_held o
+     set state = 'stale', decided_at = now(), decided_by = 'run ' || $1
+   where o.supplier = $2 and o.state = 'held' and o.sku = any ($3::text[]) and o.run_id <> $1
+     and o.kind in ('price_jump', 'currency')
+  returning 1
+), `;
+
+/**
+ * The offers a step held, written to `ingestion_held` with the run's `records_held` (a second
+ * statement of the step's transaction, run only when the page statement held some: `$3` is
+ * its `held_rows`). An item already held by this run for the SKU (an earlier page, or a
+ * retried step) takes the newer proposal and is not counted again.
+ */
+const HOLD_OFFERS = `
+with items as (
+  insert into ingestion_held (run_id, supplier, sku, kind, reason, stored, proposed)
+  select $1, $2, h.sku, h.kind, h.reason, h.stored, h.proposed
+    from jsonb_to_recordset($3::jsonb) as h(sku text, kind text, reason text, stored jsonb, proposed jsonb)
+  on conflict (run_id, kind, (coalesce(sku, '')), (coalesce(field, ''))) do update
+     set reason = excluded.reason, proposed = excluded.proposed
+  returning (xmax = 0) as fresh
+)
+update ingestion_runs set records_held = records_held + (select count(*) from items where fresh)
+ where id = $1 and state = 'running'`;
+
+/**
+ * Whether the supplier had undecided per-offer items of other runs when this run began
+ * (read once, on the run's first page). None can appear during the run: only a run of
+ * this supplier holds offers, and the lease lets one run at a time.
+ */
+export class EarlierHolds {
+  private known: boolean | undefined;
+
+  async any(tx: Queryable, supplier: string, runId: number): Promise<boolean> {
+    if (this.known === undefined) {
+      const { rows } = await tx.query<{ yes: boolean }>(
+        `select exists (select 1 from ingestion_held where supplier = $1 and state = 'held'
+                          and sku is not null and run_id <> $2 and kind in ('price_jump', 'currency')) as yes`,
+        [supplier, runId],
+      );
+      this.known = rows[0]?.yes === true;
+    }
+    return this.known;
+  }
+}
 
 /**
  * The values a vanished field keeps (docs/connectors.md, Guards): for a stored offer, each
@@ -298,24 +336,28 @@ const KEEP_STORED = `kept as (
     from matched m
 ), `;
 
-/** The variant of {@link WRITE_PAGE} for a lease connection with or without a session, keeping vanished fields or not. */
-function pageStatement(sessionless: boolean, keep: boolean): string {
+/**
+ * The variant of {@link WRITE_PAGE} for a lease connection with or without a session,
+ * keeping vanished fields or not, superseding earlier runs' held items or not.
+ */
+function pageStatement(sessionless: boolean, keep: boolean, supersede: boolean): string {
   let text = WRITE_PAGE;
   if (sessionless) {
     // The seen set is durable on a sessionless connection (seen-set.ts).
     text = text.replace("insert into pg_temp.supplier_sync_run_seen", `insert into ${SEEN_TABLE}`);
   }
   if (keep) text = text.replace("/*KEPT*/", KEEP_STORED).replace("/*MATCHED*/matched", "kept");
+  if (supersede) text = text.replace("/*SUPERSEDED*/", SUPERSEDE_EARLIER);
   return text;
 }
 
 const PAGE_STATEMENTS = new Map<string, string>();
 
-function cachedPageStatement(sessionless: boolean, keep: boolean): string {
-  const key = `${sessionless}:${keep}`;
+function cachedPageStatement(sessionless: boolean, keep: boolean, supersede: boolean): string {
+  const key = `${sessionless}:${keep}:${supersede}`;
   let text = PAGE_STATEMENTS.get(key);
   if (text === undefined) {
-    text = pageStatement(sessionless, keep);
+    text = pageStatement(sessionless, keep, supersede);
     PAGE_STATEMENTS.set(key, text);
   }
   return text;
@@ -413,9 +455,9 @@ export function writePageParameters(
  * per new/changed offer, rejects with their raw payload), what the guards held on it
  * (docs/connectors.md, Guards) and the run's counters and field coverage.
  * Must be called on the lease connection: the SKUs it saw are staged on that session
- * for `closeRun`'s delisting. `seen` and `fields` are the run session's state for the
- * run (fresh ones, by default, prepare the seen set again and count coverage from this
- * page on).
+ * for `closeRun`'s delisting. `seen`, `fields` and `earlier` are the run session's state
+ * for the run (fresh ones, by default, prepare the seen set again, count coverage from
+ * this page on and look again for earlier runs' held items).
  *
  * Idempotent: re-committing a step that already succeeded (a retry after an
  * ambiguous commit) changes nothing and returns zero counts. Throws
@@ -427,6 +469,7 @@ export async function commitPage(
   input: { runId: number; supplier: string; page: Page; guards?: GuardSettings | null },
   seen: SeenSetPreparation = new SeenSetPreparation(),
   fields: RunFieldState = new RunFieldState(),
+  earlier: EarlierHolds = new EarlierHolds(),
 ): Promise<PageCounts> {
   const offers = lastOccurrences(input.page.offers);
   const literals = arrayLiterals(offers);
@@ -434,6 +477,7 @@ export async function commitPage(
   try {
     const counts = await writePage(client, { ...input, guards: input.guards ?? null }, offers, literals, {
       seen,
+      earlier,
       fields,
       step,
       coverageJson: json,
@@ -448,6 +492,7 @@ export async function commitPage(
 
 interface PageState {
   seen: SeenSetPreparation;
+  earlier: EarlierHolds;
   fields: RunFieldState;
   step: StepFields;
   coverageJson: string | null;
@@ -485,7 +530,15 @@ function writePage(
       run_updated: number;
       inserted_rows: number;
       updated_rows: number;
-    }>(cachedPageStatement(isSessionless(tx), heldFields.length > 0), parameters);
+      held_rows: string | null;
+    }>(
+      cachedPageStatement(
+        isSessionless(tx),
+        heldFields.length > 0,
+        await state.earlier.any(tx, supplier, runId),
+      ),
+      parameters,
+    );
     const row = rows[0];
     if (row && (row.inserted_rows !== row.inserted || row.updated_rows !== row.updated)) {
       // Only possible if someone else wrote this supplier's offers meanwhile: the lease was not exclusive.
@@ -500,6 +553,7 @@ function writePage(
         `run ${runId} is no longer running: page ${page.seq} not committed`,
       );
     }
+    if (row.held_rows !== null) await tx.query(HOLD_OFFERS, [runId, supplier, row.held_rows]);
     for (const { field, stored } of heldFields) {
       const total = state.fields.hold(state.step, field, stored);
       await holdField(tx, { runId, supplier, seq: page.seq, skus, field, total });

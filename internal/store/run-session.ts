@@ -45,7 +45,7 @@ import { classified } from "./database-error.js";
 import { databaseNow } from "./db-clock.js";
 import { withFreshConnection } from "./deadline.js";
 import { RunFieldState } from "./field-guard.js";
-import { commitPage, recordFailedStep } from "./offers.js";
+import { commitPage, EarlierHolds, recordFailedStep } from "./offers.js";
 import { closeRun, hasCompleteWalkInSlot, heartbeatRun, recoverAbandonedRuns, startRun } from "./runs.js";
 import { SeenSetPreparation } from "./seen-set.js";
 import {
@@ -95,6 +95,7 @@ export function openRunSession(lease: Lease, options: RunSessionOptions): RunSes
   const supplier = lease.supplier;
   const seen = new SeenSetPreparation();
   const fields = new RunFieldState();
+  const earlier = new EarlierHolds();
   let guards: GuardSettings | null = null;
   let log = options.log;
   let runId: number | undefined;
@@ -141,7 +142,7 @@ export function openRunSession(lease: Lease, options: RunSessionOptions): RunSes
     },
     async commitPage(page: Page): Promise<PageCounts> {
       const id = openRun("commitPage");
-      return classified(() => commitPage(db, { runId: id, supplier, page, guards }, seen, fields));
+      return classified(() => commitPage(db, { runId: id, supplier, page, guards }, seen, fields, earlier));
     },
     async failStep(input: {
       seq: number;

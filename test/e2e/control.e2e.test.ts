@@ -19,7 +19,7 @@ interface RunRow {
 t.test("three daemons: trigger, pause mid-walk, trigger while paused, resume", async (t) => {
   const url = await createTestDatabase(t);
   const sim = await startSimulator({
-    suppliers: { acme: { size: 1_000, pageSize: 100 } },
+    suppliers: { acme: { size: 3_000, pageSize: 100 } },
   });
   t.teardown(() => sim.close());
   const dir = connectorsDir({ acme: simConnector(sim.baseUrl("acme"), { timeouts: { runMs: 120_000 } }) });
@@ -77,11 +77,11 @@ t.test("three daemons: trigger, pause mid-walk, trigger while paused, resume", a
   t.match(pause.stdout, /paused acme at .* \(API migration\)/);
   const stopped = await until(
     async () => (await runs()).find((r) => r.id === walking.id && r.state !== "running"),
-    10_000,
+    20_000,
     "the walk to stop",
   );
   t.match(stopped, { state: "partial", error_code: "PAUSED" }, "stopped at a step boundary, PAUSED");
-  t.ok(stopped.pages < 10, `stopped after ${stopped.pages} of 10 pages`);
+  t.ok(stopped.pages < 30, `stopped after ${stopped.pages} of 30 pages`);
   const delisted = await query<{ n: number }>(
     url,
     "select count(*)::int as n from supplier_offers where delisted_at is not null",

@@ -37,6 +37,13 @@ const pagesOfFirstRun = async (url: string) =>
   (await query<{ pages: number }>(url, "select pages from ingestion_runs order by id limit 1"))[0]?.pages ??
   0;
 
+/**
+ * A renewal the holder sent just before the signal may still reach the database after it:
+ * the server's `now()` of that renewal can be a few ms later than `since` (2009 ms was
+ * measured once against a 2000 ms TTL, under load). The bound allows that in-flight window.
+ */
+const IN_FLIGHT_MS = 250;
+
 /** The lease row right after a pause or kill: still live, and due to expire within the TTL. */
 async function assertLiveWithinTtl(t: Test, url: string, since: number): Promise<number> {
   const row = (
@@ -47,8 +54,8 @@ async function assertLiveWithinTtl(t: Test, url: string, since: number): Promise
   )[0]!;
   t.ok(row.live, "the holder's lease is still live: nobody else may take it yet");
   t.ok(
-    row.expires - since <= TTL_MS,
-    `and expires ${Math.round(row.expires - since)} ms later, within the TTL`,
+    row.expires - since <= TTL_MS + IN_FLIGHT_MS,
+    `and expires ${Math.round(row.expires - since)} ms later, within the TTL (+${IN_FLIGHT_MS} ms for a renewal in flight)`,
   );
   return row.expires;
 }
