@@ -7,7 +7,7 @@
  *
  * Invariants:
  * - The output is byte for byte what the SQL builder printed (kept in
- *   feed.pg.test.ts as the reference): strings through `to_json` there are
+ *   json-lines.pg.test.ts as the reference): strings through `to_json` there are
  *   `JSON.stringify` here (PostgreSQL's `escape_json` escapes the same characters:
  *   `"`, `\`, `\b \f \n \r \t` by name, other controls as lowercase `\u00xx`);
  *   numbers, the price, the kind and the supplier are printed as PostgreSQL printed
