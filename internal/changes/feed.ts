@@ -24,6 +24,7 @@ import { pipeline } from "node:stream/promises";
 import type pg from "pg";
 import { to as copyTo } from "pg-copy-streams";
 import { ConfigError } from "../platform/errors.js";
+import { CopyTextToJsonLines, JSON_COLUMNS } from "./json-lines.js";
 
 /** A position in the feed: after `(txid, id)`. `0:0` is the start. */
 export interface Cursor {
@@ -86,22 +87,13 @@ export const FEED_SQL = `select o.txid, o.id, o.supplier, o.sku, o.kind, o.run_i
  limit $4`;
 
 /**
- * The selected columns. `--json`: one JSON object per row, built by one `concat` (about
- * 1.6x faster than `||` chains, json_build_object or row_to_json: bench/changes.ts);
- * strings that may need escaping go through `to_json`, the supplier name cannot (its
- * syntax is validated), the price is a string keeping every digit, `observed_at` is
- * ISO 8601 in UTC (the transaction sets DateStyle ISO). Text: plain columns in COPY's
- * text format (tab-separated, `\N` for null, control characters escaped).
+ * The selected columns, in COPY's text format (tab-separated, `\N` for null, control
+ * characters escaped). Text: the printed columns. `--json`: the columns the JSON object
+ * is built from in Node ({@link CopyTextToJsonLines}); building it in SQL kept the
+ * server's one core busy for longer than the COPY itself (bench/README.md, Change feed).
  */
 function selectList(json: boolean): string {
-  if (json) {
-    return `concat('{"cursor":"', o.txid, ':', o.id, '","supplier":"', o.supplier, '","sku":', to_json(o.sku),
-       ',"kind":', coalesce('"' || o.kind || '"', 'null'), ',"run_id":', o.run_id,
-       ',"observed_at":"', replace((o.observed_at at time zone 'UTC')::text, ' ', 'T'), 'Z","price":',
-       coalesce('"' || o.price::text || '"', 'null'), ',"currency":', coalesce(to_json(o.currency)::text, 'null'),
-       ',"stock":', coalesce(o.stock::text, 'null'), ',"attributes":', coalesce(o.attributes::text, 'null'),
-       ',"content_hash":', to_json(o.content_hash), '}')`;
-  }
+  if (json) return JSON_COLUMNS;
   return "o.txid::text || ':' || o.id, o.kind, o.supplier, o.sku, o.price, o.currency, o.stock, o.observed_at";
 }
 
@@ -112,19 +104,21 @@ function selectList(json: boolean): string {
  */
 function copyStatement(client: pg.ClientBase, q: FeedQuery, json: boolean): string {
   const supplier = q.supplier === undefined ? "" : `and o.supplier = ${client.escapeLiteral(q.supplier)}`;
-  // JSON: CSV with a quote and delimiter that never occur in the text (JSON escapes
-  // control characters), so each line is written verbatim.
-  const format = json ? "(format csv, delimiter e'\\x02', quote e'\\x01')" : "";
   return `copy (select ${selectList(json)}
   from supplier_offer_observations o
  where (o.txid, o.id) > ('${q.since.txid}'::xid8, ${q.since.id}::bigint)
    and o.txid < pg_snapshot_xmin(pg_current_snapshot())
    ${supplier}
  order by o.txid, o.id
- limit ${q.limit}) to stdout ${format}`;
+ limit ${q.limit}) to stdout`;
 }
 
-/** Counts lines and keeps the start of the last one (its cursor) while passing the bytes through untouched. */
+function positionCursor(text: string | null): Cursor | null {
+  const match = /^(\d+):(\d+)/.exec(text ?? "");
+  return match ? { txid: BigInt(match[1] as string), id: BigInt(match[2] as string) } : null;
+}
+
+/** Text form: counts lines and keeps the start of the last one (its cursor) while passing the bytes through untouched. */
 class LastCursor extends Transform {
   private pending = "";
   private last = "";
@@ -151,17 +145,16 @@ class LastCursor extends Transform {
   }
 
   cursor(): Cursor | null {
-    const match = /^(?:\{"cursor":")?(\d+):(\d+)/.exec(this.last);
-    return match ? { txid: BigInt(match[1] as string), id: BigInt(match[2] as string) } : null;
+    return positionCursor(this.last);
   }
 }
 
 /**
  * Streams the changes after `q.since` to `out`, one line each (`--json`: one JSON object
  * per line; else tab-separated `cursor kind supplier sku price currency stock observed_at`
- * in COPY's text format),
- * through `COPY … TO STDOUT`: no row is parsed or held in memory. Returns how many
- * lines were written and the cursor to continue from (`q.since` when none).
+ * in COPY's text format), through `COPY … TO STDOUT`: no row is held in memory (the
+ * JSON form turns each line into its object as it passes). Returns how many lines
+ * were written and the cursor to continue from (`q.since` when none).
  */
 export async function streamChanges(
   client: pg.ClientBase,
@@ -169,7 +162,7 @@ export async function streamChanges(
   out: Writable,
   options: { json: boolean },
 ): Promise<{ count: number; cursor: Cursor }> {
-  const tracker = new LastCursor();
+  const tracker = options.json ? new CopyTextToJsonLines() : new LastCursor();
   // One read-only transaction: its settings fix how timestamps print, whatever the server's.
   await client.query("begin read only");
   try {
@@ -182,7 +175,8 @@ export async function streamChanges(
     await client.query("rollback").catch(() => {});
     throw err;
   }
-  return { count: tracker.lines, cursor: tracker.cursor() ?? q.since };
+  const last = tracker instanceof LastCursor ? tracker.cursor() : positionCursor(tracker.lastPosition);
+  return { count: tracker.lines, cursor: last ?? q.since };
 }
 
 /** The changes after `q.since` as rows (for tests and the in-process readers). */
