@@ -185,6 +185,18 @@ with page as materialized (
     from guarded g where g.is_new or (g.is_changed and not g.price_jumped and not g.currency_switched)
 ), held as materialized (
   select g.* from guarded g where g.price_jumped or g.currency_switched
+), held_items as (
+  insert into ingestion_held (run_id, supplier, sku, kind, reason, stored, proposed)
+  select $1, $2, h.sku, case when h.currency_switched then 'currency' else 'price_jump' end,
+         ${heldReasonSql("h", "h.price_jumped", "h.currency_switched")},
+         jsonb_build_object('name', h.old_name, 'price', h.old_price::text, 'currency', h.old_currency,
+                            'stock', h.old_stock, 'attributes', h.old_attributes),
+         jsonb_build_object('name', h.name, 'price', h.price::text, 'currency', h.currency,
+                            'stock', h.stock, 'attributes', h.attributes)
+    from held h
+  on conflict (run_id, kind, (coalesce(sku, '')), (coalesce(field, ''))) do update
+     set reason = excluded.reason, proposed = excluded.proposed
+  returning (xmax = 0) as fresh
 ), /*SUPERSEDED*/inserted as (
   insert into supplier_offers
          (supplier, sku, name, price, currency, stock, attributes, content_hash, first_seen_at, last_changed_at, last_run_id)
@@ -238,6 +250,7 @@ with page as materialized (
          records_updated = records_updated + counts.updated,
          records_unchanged = records_unchanged + counts.unchanged,
          records_rejected = records_rejected + $11,
+         records_held = records_held + (select count(*) from held_items where fresh),
          field_coverage = coalesce($15::jsonb, field_coverage),
          heartbeat_at = now()
     from counts
@@ -250,23 +263,15 @@ select counts.*,
        (select count(*) from updated)::int as updated_rows,
        (select count(*) from observed_new)::int + (select count(*) from observed_changed)::int as observed,
        (select count(*) from rejected)::int as rejects,
-       (select count(*) from seen)::int as staged,
-       (select jsonb_agg(jsonb_build_object(
-          'sku', h.sku, 'kind', case when h.currency_switched then 'currency' else 'price_jump' end,
-          'reason', ${heldReasonSql("h", "h.price_jumped", "h.currency_switched")},
-          'stored', jsonb_build_object('name', h.old_name, 'price', h.old_price::text, 'currency', h.old_currency,
-                                       'stock', h.old_stock, 'attributes', h.old_attributes),
-          'proposed', jsonb_build_object('name', h.name, 'price', h.price::text, 'currency', h.currency,
-                                         'stock', h.stock, 'attributes', h.attributes)))
-          from held h)::text as held_rows
+       (select count(*) from seen)::int as staged
   from counts`;
 
 /**
  * What a run's pages mark `stale` (docs/connectors.md, Guards): an offer this run saw again
  * decides what an earlier run held for it (the supplier corrected itself, or this run holds
  * the newer values). Spliced into {@link WRITE_PAGE} only while the supplier has undecided
- * per-offer items of earlier runs ({@link EarlierHolds}): planning it costs about as much as
- * the rest of an unchanged page's statement (bench/README.md, Guards).
+ * per-offer items of earlier runs ({@link EarlierHolds}): planning it took 0.6–4 ms a page,
+ * more than the rest of an unchanged page's statement (bench/README.md, Guards).
  */
 const SUPERSEDE_EARLIER = `superseded as (
   update ingestion_held o
@@ -275,24 +280,6 @@ const SUPERSEDE_EARLIER = `superseded as (
      and o.kind in ('price_jump', 'currency')
   returning 1
 ), `;
-
-/**
- * The offers a step held, written to `ingestion_held` with the run's `records_held` (a second
- * statement of the step's transaction, run only when the page statement held some: `$3` is
- * its `held_rows`). An item already held by this run for the SKU (an earlier page, or a
- * retried step) takes the newer proposal and is not counted again.
- */
-const HOLD_OFFERS = `
-with items as (
-  insert into ingestion_held (run_id, supplier, sku, kind, reason, stored, proposed)
-  select $1, $2, h.sku, h.kind, h.reason, h.stored, h.proposed
-    from jsonb_to_recordset($3::jsonb) as h(sku text, kind text, reason text, stored jsonb, proposed jsonb)
-  on conflict (run_id, kind, (coalesce(sku, '')), (coalesce(field, ''))) do update
-     set reason = excluded.reason, proposed = excluded.proposed
-  returning (xmax = 0) as fresh
-)
-update ingestion_runs set records_held = records_held + (select count(*) from items where fresh)
- where id = $1 and state = 'running'`;
 
 /**
  * Whether the supplier had undecided per-offer items of other runs when this run began
@@ -530,7 +517,6 @@ function writePage(
       run_updated: number;
       inserted_rows: number;
       updated_rows: number;
-      held_rows: string | null;
     }>(
       cachedPageStatement(
         isSessionless(tx),
@@ -553,7 +539,6 @@ function writePage(
         `run ${runId} is no longer running: page ${page.seq} not committed`,
       );
     }
-    if (row.held_rows !== null) await tx.query(HOLD_OFFERS, [runId, supplier, row.held_rows]);
     for (const { field, stored } of heldFields) {
       const total = state.fields.hold(state.step, field, stored);
       await holdField(tx, { runId, supplier, seq: page.seq, skus, field, total });
