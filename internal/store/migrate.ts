@@ -126,7 +126,8 @@ export function concurrentIndex(statement: string): string | null {
  * So they run after the commit, each on its own, on every start: a missing index is
  * built, an invalid one (a build that died half-way) is dropped and built again, a
  * valid one costs one catalog query. Several instances starting together: the first
- * build registers the name at once and the others' `IF NOT EXISTS` skips it; an index
+ * build registers the name at once and the others' `IF NOT EXISTS` skips it (a build
+ * that raced another one at the catalog looks again, {@link racedAnotherBuild}); an index
  * another session is still building is left to it (its build shows in
  * `pg_stat_progress_create_index`). Until the index exists queries are slower, never wrong.
  */
@@ -145,7 +146,7 @@ async function buildConcurrentIndexes(pool: pg.Pool, statements: string[]): Prom
         const code = (err as { code?: string }).code;
         // 42P07: another instance registered the same index between our check and our build.
         if (code === "42P07") break;
-        if (code === "40P01" && attempt < CONCURRENT_INDEX_ATTEMPTS) {
+        if (racedAnotherBuild(err) && attempt < CONCURRENT_INDEX_ATTEMPTS) {
           await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 200 * attempt));
           continue;
         }
@@ -157,8 +158,21 @@ async function buildConcurrentIndexes(pool: pg.Pool, statements: string[]): Prom
   }
 }
 
-/** Builds of one index tried when PostgreSQL breaks a deadlock between two instances' builds. */
+/** Builds of one index tried when another instance's build got in the way. */
 const CONCURRENT_INDEX_ATTEMPTS = 5;
+
+/**
+ * Whether a build failed because another instance was building at the same moment, so a
+ * fresh look decides what is left to do: a deadlock between two builds (40P01), the same
+ * name registered twice at once (23505 on the catalog's unique index), or two sessions
+ * updating the same catalog row (PostgreSQL's internal error "tuple concurrently
+ * updated", XX000, seen with three `migrate` processes on an empty database).
+ */
+function racedAnotherBuild(err: unknown): boolean {
+  const { code, message } = err as { code?: string; message?: string };
+  if (code === "40P01" || code === "23505") return true;
+  return code === "XX000" && /tuple concurrently (updated|deleted)/.test(message ?? "");
+}
 
 async function buildConcurrentIndex(pool: pg.Pool, name: string, statement: string): Promise<void> {
   const { rows } = await pool.query<{ valid: boolean; building: boolean }>(
