@@ -246,8 +246,11 @@ export interface RunSession {
 
 /** What the tick gets run sessions from (internal/store/run-session.ts). */
 export interface RunSessions {
-  /** `null` (advisory) or a `LeaseBusy` (table) when another holder has the supplier's lease. */
-  open(supplier: string, log: Logger): Promise<RunSession | LeaseBusy | null>;
+  /**
+   * `null` or a `HolderRun` (advisory) or a `LeaseBusy` (table) when another holder has
+   * the supplier's lease.
+   */
+  open(supplier: string, log: Logger): Promise<RunSession | LeaseBusy | HolderRun | null>;
   /**
    * The one write after a lost lease: the compare-and-set close `LEASE_LOST`, from a
    * fresh connection, never through the dead session. Its state, or null when the
@@ -291,6 +294,17 @@ export interface RecoveredRun {
  */
 export interface LeaseBusy {
   readonly busyUntilMs: number;
+}
+
+/**
+ * An advisory lease found busy while its holder has a `running` run: the slot that run
+ * walks and the database's clock when asked (epoch ms). A holder still walking an
+ * earlier slot (a walk that ran over its slot) has not walked this one: the scheduler
+ * checks again within the slot instead of leaving the slot to it.
+ */
+export interface HolderRun {
+  readonly holderSlotStartMs: number;
+  readonly databaseNowMs: number;
 }
 
 /** Counts of one committed page. */

@@ -148,6 +148,51 @@ t.test("a busy lease is lease_busy with no run row", async (t) => {
   t.equal(rows[0].n, 0);
 });
 
+t.test(
+  "a busy advisory lease whose holder walks an earlier slot says so; one walking this slot does not",
+  async (t) => {
+    const pool = testPool(t, await createTestDatabase(t), 6);
+    const held = await acquireLease(pool, "etm", log);
+    t.teardown(() => held?.release());
+    const tick = () =>
+      runTick(deps(pool), {
+        supplier,
+        trigger: "schedule",
+        force: false,
+        connector: loaded(scripted([page(1)])),
+      });
+    const holding = async (slot: string) => {
+      await pool.query("delete from ingestion_runs");
+      await pool.query(
+        `insert into ingestion_runs (supplier, slot_start, trigger, state, owner)
+       values ('etm', ${slot}, 'schedule', 'running', '{}'::jsonb)`,
+      );
+    };
+    const none = await tick();
+    t.same(
+      [none.outcome, none.leaseHolderBehind],
+      ["lease_busy", undefined],
+      "no running run: the holder is at its due gate",
+    );
+    await holding("to_timestamp(floor(extract(epoch from now()) / 3600) * 3600)");
+    const current = await tick();
+    t.same(
+      [current.outcome, current.leaseHolderBehind],
+      ["lease_busy", undefined],
+      "the holder walks this slot",
+    );
+    await holding("to_timestamp(floor(extract(epoch from now()) / 3600) * 3600) - interval '1 hour'");
+    const behind = await tick();
+    t.same(
+      [behind.outcome, behind.leaseHolderBehind],
+      ["lease_busy", true],
+      "the holder walks the previous slot",
+    );
+    const { rows } = await pool.query("select count(*)::int as n from ingestion_runs");
+    t.equal(rows[0].n, 1, "no run row written by the busy ticks");
+  },
+);
+
 const failures: [string, Step[], string, string][] = [
   ["fetch error on the first page", [{ fail: new IngestionError("HTTP_503", "503") }], "failed", "HTTP_503"],
   [

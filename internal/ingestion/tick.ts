@@ -80,6 +80,8 @@ export interface TickResult {
   slotStart?: Date;
   /** `lease_busy` with a table lease: when the holder's lease expires unless renewed (epoch ms). */
   leaseBusyUntilMs?: number;
+  /** `lease_busy` with an advisory lease whose holder is still walking an earlier slot. */
+  leaseHolderBehind?: boolean;
   runId?: number;
   state?: RunState;
   errorCode?: string | null;
@@ -131,6 +133,12 @@ async function tickUnderLease(
   const got = await deps.sessions.open(supplier, tickLog);
   if (!got) return { outcome: "lease_busy" };
   if ("busyUntilMs" in got) return { outcome: "lease_busy", leaseBusyUntilMs: got.busyUntilMs };
+  if ("holderSlotStartMs" in got) {
+    const current = supplierSlotAt(got.databaseNowMs, req.supplier).startMs;
+    return got.holderSlotStartMs < current
+      ? { outcome: "lease_busy", leaseHolderBehind: true }
+      : { outcome: "lease_busy" };
+  }
   const session = got;
   try {
     // docs/architecture.md, Scheduler: the slot is cut from the database's clock, read under the lease, so

@@ -33,6 +33,8 @@ function harness(
     databaseSlot?: (f: Fired) => number | undefined;
     /** A table lease's `leaseBusyUntilMs` for a `lease_busy` tick. */
     busyUntil?: (f: Fired) => number | undefined;
+    /** An advisory lease's holder walks an earlier slot, for a `lease_busy` tick. */
+    holderBehind?: (f: Fired) => boolean;
     log?: Logger;
   } = {},
 ) {
@@ -66,6 +68,7 @@ function harness(
       const busyUntil = opts.busyUntil?.(f);
       return {
         ...(busyUntil === undefined ? {} : { leaseBusyUntilMs: busyUntil }),
+        ...(opts.holderBehind?.(f) ? { leaseHolderBehind: true } : {}),
         supplier: supplier.name,
         outcome: opts.outcome?.(f) ?? "success",
         ...(opts.errorCode ? { errorCode: opts.errorCode(f) } : {}),
@@ -348,6 +351,44 @@ t.test("lease_busy on an advisory lease is not retried: the holder is alive", as
   t.equal(h.fired.length, 1, "one tick in the slot");
   await h.scheduler.stop();
 });
+
+t.test(
+  "lease_busy on an advisory lease whose holder still walks the previous slot: checked again within the slot",
+  async (t) => {
+    const s: SupplierConfig = { name: "etm", intervalMs: 8_000, enabled: true };
+    const start = 10 * HOUR + 100;
+    // The other replica's walk of the previous slot runs 3 s into this one.
+    const h = harness([s], {
+      start,
+      outcome: (f) => (f.at < start + 3_000 ? "lease_busy" : "success"),
+      holderBehind: (f) => f.at < start + 3_000,
+    });
+    await h.scheduler.start();
+    await h.clock.advance(7_000);
+    t.same(
+      h.fired.map((f) => [f.at - start, f.trigger]),
+      [
+        [0, "schedule"],
+        [800, "retry"],
+        [2_400, "retry"],
+        [5_600, "retry"],
+      ],
+      "a tenth of the slot, doubling, until the lease is taken",
+    );
+    await h.scheduler.stop();
+
+    // Retries stop at the slot's end: a holder that walks the previous slot throughout.
+    const always = harness([s], { start, outcome: () => "lease_busy", holderBehind: () => true });
+    await always.scheduler.start();
+    await always.clock.advance(7_800);
+    t.same(
+      always.fired.map((f) => f.at - start),
+      [0, 800, 2_400, 5_600],
+      "no check past the slot's end (the next would be at 12,000)",
+    );
+    await always.scheduler.stop();
+  },
+);
 
 t.test(
   "a cron supplier in Europe/London fires once per slot across both DST changes (injected clock)",

@@ -58,6 +58,9 @@ interface Ticker {
   /** Consecutive failed ticks within `failureSlot`; the backoff restarts in a new slot. */
   failures: number;
   failureSlot: number;
+  /** Checks of a lease whose holder walks an earlier slot, within `behindSlot`. */
+  behindChecks: number;
+  behindSlot: number;
 }
 
 export class Scheduler {
@@ -89,7 +92,14 @@ export class Scheduler {
     const now = clock.now();
     for (const supplier of this.options.suppliers) {
       if (!supplier.enabled) continue;
-      const ticker: Ticker = { supplier, busy: false, failures: 0, failureSlot: 0 };
+      const ticker: Ticker = {
+        supplier,
+        busy: false,
+        failures: 0,
+        failureSlot: 0,
+        behindChecks: 0,
+        behindSlot: 0,
+      };
       this.tickers.set(supplier.name, ticker);
       const lastSuccess = last.get(supplier.name)?.getTime();
       const slotStart = supplierSlotAt(now, supplier).startMs;
@@ -209,7 +219,7 @@ export class Scheduler {
     // A walk stopped by a pause is not retried either: resume ticks the supplier again.
     const settled = result?.errorCode === "GUARD" || result?.errorCode === "PAUSED";
     const outcome = settled ? "success" : (result?.outcome ?? "failed");
-    this.armAfter(ticker, outcome, result?.leaseBusyUntilMs);
+    this.armAfter(ticker, outcome, result?.leaseBusyUntilMs, result?.leaseHolderBehind === true);
   }
 
   /**
@@ -238,7 +248,12 @@ export class Scheduler {
     this.arm(ticker, Math.max(due, now + REFIRE_MIN_MS), "schedule");
   }
 
-  private armAfter(ticker: Ticker, outcome: TickOutcome, leaseBusyUntilMs?: number): void {
+  private armAfter(
+    ticker: Ticker,
+    outcome: TickOutcome,
+    leaseBusyUntilMs?: number,
+    leaseHolderBehind = false,
+  ): void {
     const { supplier } = ticker;
     const now = this.options.clock.now();
     const nextSlot = nextFireAt(now, supplier);
@@ -249,6 +264,20 @@ export class Scheduler {
       // finished; a live holder has renewed it and it is busy again). Spread over a
       // second so replicas do not all ask at once.
       const at = Math.max(now, leaseBusyUntilMs) + 50 + Math.floor(Math.random() * 950);
+      if (at < current.endMs && at < nextSlot) this.arm(ticker, at, "retry");
+      return;
+    }
+    if (outcome === "lease_busy" && leaseHolderBehind) {
+      // The holder is still walking an earlier slot (its walk ran over), and skips this
+      // slot as an overlap when it fires: left to it, the slot would have no walk. Check
+      // again, from a tenth of the slot (or the retry backoff, if shorter) doubling, until
+      // the lease is free: then the due gate decides.
+      if (ticker.behindSlot !== current.startMs) {
+        ticker.behindSlot = current.startMs;
+        ticker.behindChecks = 0;
+      }
+      const base = Math.min(this.options.retryBackoffMs, (current.endMs - current.startMs) / 10);
+      const at = now + base * 2 ** Math.min(ticker.behindChecks++, 30);
       if (at < current.endMs && at < nextSlot) this.arm(ticker, at, "retry");
       return;
     }

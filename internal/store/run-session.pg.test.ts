@@ -34,7 +34,8 @@ t.test("one run per session, in order; close derives the state; misuse throws", 
   const pool = testPool(t, await createTestDatabase(t), 4);
   const sessions = runSessions(pool, (name) => acquireLease(pool, name, log), { clock: systemClock });
   const session = await sessions.open("etm", log);
-  if (!session || "busyUntilMs" in session) throw new Error("lease not taken");
+  if (!session || "busyUntilMs" in session || "holderSlotStartMs" in session)
+    throw new Error("lease not taken");
   t.equal(await sessions.open("etm", log), null, "the lease is held: a second session is busy");
   t.match(await rejection(session.commitPage(page(1))), /before the run session started a run/);
   t.equal(await session.isDue(new Date(0)), true);
@@ -71,7 +72,8 @@ t.test("the session beats the run's heartbeat until close", async (t) => {
     heartbeatMs: 20,
   });
   const session = await sessions.open("etm", log);
-  if (!session || "busyUntilMs" in session) throw new Error("lease not taken");
+  if (!session || "busyUntilMs" in session || "holderSlotStartMs" in session)
+    throw new Error("lease not taken");
   const runId = await session.start({ slotStart: new Date(0), trigger: "schedule", owner, guards: null });
   const beatAt = async () =>
     (
@@ -96,7 +98,8 @@ t.test("after a lost lease the close goes through the pool, once", async (t) => 
   const pool = testPool(t, await createTestDatabase(t), 4);
   const sessions = runSessions(pool, (name) => acquireLease(pool, name, log), { clock: systemClock });
   const session = await sessions.open("etm", log);
-  if (!session || "busyUntilMs" in session) throw new Error("lease not taken");
+  if (!session || "busyUntilMs" in session || "holderSlotStartMs" in session)
+    throw new Error("lease not taken");
   const runId = await session.start({ slotStart: new Date(0), trigger: "schedule", owner, guards: null });
   await session.commitPage(page(1));
   const { rows } = await pool.query(
@@ -123,7 +126,8 @@ t.test("PostgreSQL's failures are DatabaseErrors with a kind, classified at the 
   const pool = testPool(t, url, 4);
   const sessions = runSessions(pool, (name) => acquireLease(pool, name, log), { clock: systemClock });
   const session = await sessions.open("etm", log);
-  if (!session || "busyUntilMs" in session) throw new Error("lease not taken");
+  if (!session || "busyUntilMs" in session || "holderSlotStartMs" in session)
+    throw new Error("lease not taken");
   await session.start({ slotStart: new Date(0), trigger: "schedule", owner, guards: null });
   const overflow = await rejection(session.commitPage(page(1, "1e999999")));
   t.ok(overflow instanceof DatabaseError, "a statement PostgreSQL refuses");

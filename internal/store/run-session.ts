@@ -27,6 +27,7 @@ import type {
   ClosedRun,
   CloseInput,
   GuardSettings,
+  HolderRun,
   LeaseBusy,
   Page,
   PageCounts,
@@ -240,7 +241,8 @@ export function runSessions(
   return {
     async open(supplier, log) {
       const got = await classified(() => acquire(supplier, log));
-      if (got === null || "busyUntilMs" in got) return got;
+      if (got === null) return classified(() => holderRun(pool, supplier));
+      if ("busyUntilMs" in got) return got;
       return openRunSession(got, { ...options, log });
     },
     async closeAfterLostLease(runId, message) {
@@ -253,4 +255,19 @@ export function runSessions(
       return closed?.state ?? null;
     },
   };
+}
+
+/**
+ * The slot of the run an advisory lease's holder is walking, with the database's clock,
+ * or null when it has none `running` (it is at its due gate, or its run just closed).
+ */
+async function holderRun(pool: pg.Pool, supplier: string): Promise<HolderRun | null> {
+  const { rows } = await pool.query<{ slot: number | null; now: number }>(
+    `select (extract(epoch from min(slot_start)) * 1000)::float8 as slot,
+            (extract(epoch from now()) * 1000)::float8 as now
+       from ingestion_runs where supplier = $1 and state = 'running'`,
+    [supplier],
+  );
+  const row = rows[0];
+  return row?.slot == null ? null : { holderSlotStartMs: row.slot, databaseNowMs: row.now };
 }
