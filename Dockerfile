@@ -51,11 +51,11 @@ COPY --from=build /app/dist ./dist
 COPY drizzle ./drizzle
 COPY config/suppliers ./config/suppliers
 # Commands on PATH: wrappers that exec node, so node still replaces the shell as PID 1.
-# --heap-growing-percent=25: the old generation grows by 25 % after a full GC instead of
-# up to 4x, so a long walk's heap does not ratchet up (peak RSS at 1M SKUs within the
-# 160 MB target; see bench/node-flags.ts). A growth heuristic, not a cap. It is a node
-# flag, not an environment setting: Node refuses it in NODE_OPTIONS. Outside the image,
-# opt in the same way: `node --heap-growing-percent=25 dist/cmd/supplier-sync/main.js`.
+# --heap-growing-percent=25: extra margin. The peak RSS at 1M SKUs is within the 160 MB
+# target without any flag (bench/README.md, Memory without heap flags); with it the old
+# generation grows by 25 % after a full GC instead of up to 4x, a few MB lower still. A
+# growth heuristic, not a cap. It is a node flag, not an environment setting: Node
+# refuses it in NODE_OPTIONS.
 # NODE_OPTIONS still takes the allowed sizing flags (e.g. --max-old-space-size=384).
 RUN printf '#!/bin/sh\nexec node --heap-growing-percent=25 /app/dist/cmd/supplier-sync/main.js "$@"\n' >/usr/local/bin/supplier-sync \
  && printf '#!/bin/sh\nexec node /app/dist/internal/simulator/main.js "$@"\n' >/usr/local/bin/supplier-sync-simulator \

@@ -27,7 +27,10 @@ export function splitDotPath(path: string): readonly string[] {
 export function readDotPath(value: unknown, path: string | readonly string[]): unknown {
   const segments = typeof path === "string" ? splitDotPath(path) : path;
   let current: unknown = value;
-  for (const segment of segments) {
+  // An indexed loop: `for … of` allocated an iterator result per segment where this was
+  // not inlined (every field of every record: bench/README.md, Heap growth).
+  for (let i = 0; i < segments.length; i++) {
+    const segment = segments[i] as string;
     if (Array.isArray(current)) {
       if (!/^(0|[1-9]\d*)$/.test(segment)) return undefined;
       current = current[Number(segment)];

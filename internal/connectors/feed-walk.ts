@@ -1,5 +1,5 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
-import { type FeedFormat, type FeedReadStats, readFeed } from "../feeds/index.js";
+import type { FeedFormat, FeedReadStats } from "../feeds/index.js";
 import type { FeedBatch } from "../feeds/types.js";
 import type { ConditionalWalk, Page, Reject, WalkContext } from "../ingestion/ports.js";
 import { isIngestionError } from "../platform/errors.js";
@@ -81,6 +81,10 @@ interface Step {
 
 export async function* walkFeed(o: FeedWalkOptions): AsyncGenerator<Page> {
   const { transport, def, format, ctx, signal } = o;
+  // The feed layer and its parsers (saxes, csv-parse, stream-json, yauzl, iconv-lite) are
+  // loaded by the first file walk, not by every daemon: one that only walks JSON APIs keeps
+  // them out of its heap (bench/README.md, Heap growth). Loaded before the request goes out.
+  const { readFeed } = await import("../feeds/read-feed.js");
   let seq = 1;
   /** The first step began with the walk's first request; each later one when its batch began to be read. */
   const walkStarted = o.startedAt ?? new Date();

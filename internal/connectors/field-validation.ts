@@ -20,6 +20,7 @@ const PLAIN_DECIMAL = /^\d+(?:\.\d+)?$/;
 const DECIMAL = /^(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
 const MAX_PRICE_CHARS = 100;
 const CURRENCY = /^[A-Za-z]{3}$/;
+const UPPER_CURRENCY = /^[A-Z]{3}$/;
 const MAX_SKU = 256;
 const MAX_NAME = 1_000;
 /** At most this many bytes of JSON of attributes per offer (docs/connectors.md, Records and fields). */
@@ -105,7 +106,8 @@ export function toCurrency(value: unknown, path: string): string | null {
   if (typeof value !== "string" || !CURRENCY.test(value.trim())) {
     return fail("currency", path, value, "is not a 3-letter ISO 4217 code");
   }
-  return value.trim().toUpperCase();
+  // Most suppliers already send "RUB": that string itself, not two copies of it.
+  return UPPER_CURRENCY.test(value) ? value : value.trim().toUpperCase();
 }
 
 export function toStock(value: unknown, path: string, field: CompiledField): number | null {

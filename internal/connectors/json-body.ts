@@ -67,14 +67,17 @@ export interface JsonScan {
  */
 export function scanJsonLimits(text: string, limits: JsonBodyLimits): JsonScan {
   const segments = splitDotPath(limits.recordsPath);
-  const stack: Frame[] = [];
+  // Frames are reused by depth: a page opens an object per record (and per nested value),
+  // and a new frame for each was most of what the scan allocated (bench/README.md, Heap growth).
+  const frames: Frame[] = [];
+  let depth = 0;
   const length = text.length;
   let inexactNumbers = false;
   for (let i = 0; i < length; i++) {
     const c = text.charCodeAt(i);
     // whitespace
     if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
-    const top = stack[stack.length - 1];
+    const top = depth > 0 ? frames[depth - 1] : undefined;
     if (c === 0x22 /* " */) {
       const j = closingQuote(text, i + 1);
       if (top && !top.array && top.expectKey) {
@@ -87,21 +90,26 @@ export function scanJsonLimits(text: string, limits: JsonBodyLimits): JsonScan {
     }
     if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
       startValue(top, segments, limits);
-      if (stack.length + 1 > limits.maxDepth) {
+      if (depth + 1 > limits.maxDepth) {
         throw new IngestionError("CONTRACT", `JSON body nests deeper than maxJsonDepth (${limits.maxDepth})`);
       }
-      stack.push({
-        array: c === 0x5b,
-        matched: childMatch(top, segments),
-        key: undefined,
-        expectKey: c === 0x7b,
-        awaiting: c === 0x5b,
-        count: 0,
-      });
+      const matched = childMatch(top, segments);
+      let frame = frames[depth];
+      if (frame === undefined) {
+        frame = { array: false, matched: 0, key: undefined, expectKey: false, awaiting: false, count: 0 };
+        frames.push(frame);
+      }
+      frame.array = c === 0x5b;
+      frame.matched = matched;
+      frame.key = undefined;
+      frame.expectKey = c === 0x7b;
+      frame.awaiting = c === 0x5b;
+      frame.count = 0;
+      depth++;
       continue;
     }
     if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
-      stack.pop();
+      if (depth > 0) depth--;
       continue;
     }
     if (c === 0x2c /* , */) {
