@@ -243,6 +243,58 @@ t.test("a currency switch is held; with currencyChange false it is applied", asy
   t.equal((await stored(pool, "A"))?.currency, "USD");
 });
 
+t.test("an offer held on two pages of one run is one item with the later values", async (t) => {
+  const { pool, client } = await setup(t);
+  await walk(client, [offer("A", "1.00"), offer("B", "1.00")]);
+  // Pages of one offer: A jumps on page 1, and again (further) on page 3.
+  const run = await walk(client, [offer("A", "100.00"), offer("B", "1.00"), offer("A", "250.00")], {
+    size: 1,
+  });
+  t.same(
+    run.counts.map((c) => c.held),
+    [{ price_jump: 1 }, {}, { price_jump: 1 }],
+  );
+  const items = await listHeld(pool, { runId: run.runId });
+  t.same(
+    items.map((i) => [i.sku, i.reason, (i.proposed as { price?: string } | null)?.price]),
+    [["A", "price 1.00 -> 250.00 (x250)", "250.00"]],
+  );
+  const { rows } = await pool.query<{ records_held: number }>(
+    "select records_held from ingestion_runs where id = $1",
+    [run.runId],
+  );
+  t.equal(rows[0]?.records_held, 1, "counted once on the run");
+  t.equal((await stored(pool, "A"))?.price, "1.00");
+});
+
+t.test(
+  "guards off: a jump and a currency switch are applied and observed; earlier holds still go stale",
+  async (t) => {
+    const { pool, client } = await setup(t);
+    await walk(client, [offer("A", "1.00"), offer("B", "1.00")]);
+    const held = await walk(client, [offer("A", "100.00"), offer("B", "1.00")]);
+    t.same(held.counts[0]?.held, { price_jump: 1 });
+    // A connector with "guards": false writes its pages with the statement without the guards' CTEs.
+    const off = await walk(client, [offer("A", "100.00"), offer("B", "1.00", { currency: "USD" })], {
+      guards: null,
+    });
+    t.match(off.counts[0], { updated: 2, unchanged: 0, held: {} });
+    t.same([off.state, off.errorCode], ["succeeded", null]);
+    t.same([(await stored(pool, "A"))?.price, (await stored(pool, "B"))?.currency], ["100.00", "USD"]);
+    const { rows } = await pool.query<{ sku: string; kind: string }>(
+      "select sku, kind from supplier_offer_observations where run_id = $1 order by sku",
+      [off.runId],
+    );
+    t.same(rows, [
+      { sku: "A", kind: "changed" },
+      { sku: "B", kind: "changed" },
+    ]);
+    t.same((await listHeld(pool, { runId: off.runId })).length, 0, "nothing held by the run without guards");
+    const [earlier] = await listHeld(pool, { runId: held.runId, all: true });
+    t.same([earlier?.sku, earlier?.state], ["A", "stale"], "the earlier hold is decided by the newer values");
+  },
+);
+
 t.test("mass delisting: held only when both the ratio and the count are exceeded", async (t) => {
   const { pool, client } = await setup(t);
   await walk(client, catalog(100));

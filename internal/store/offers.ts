@@ -80,6 +80,12 @@ export function contentHash(c: HashedColumns): string {
  * `started_at` is when the step began (`$5`, the page's first request; null: now),
  * `finished_at` when it commits (`clock_timestamp()`: the statement's time, not the
  * transaction's start).
+ *
+ * It also turns JIT compilation off for the rest of the page's transaction (`set local`,
+ * without a round trip of its own): the page statement's estimated cost is about half
+ * of PostgreSQL's default `jit_above_cost`, and a plan that crosses it (a larger cap,
+ * held rows estimated high) spends ~120 ms compiling a statement that runs in ~15 ms
+ * (measured: bench/README.md, Guards).
  */
 const CLAIM_STEP = `
 insert into ingestion_run_steps (run_id, seq, state, started_at, finished_at, records, http_attempts, error_code)
@@ -88,7 +94,41 @@ on conflict (run_id, seq) do update
    set state = 'succeeded', started_at = excluded.started_at, finished_at = excluded.finished_at,
        records = excluded.records, http_attempts = excluded.http_attempts, error_code = null
  where ingestion_run_steps.state <> 'succeeded'
-returning 1`;
+returning set_config('jit', 'off', true)`;
+
+/**
+ * The guards' per-offer tests on a row `c` of `classified` (guard-sql.ts): each implies a
+ * change, so neither repeats `is_changed`. They are written out where they are needed (the
+ * `written` filter, the `held` rows) rather than kept as columns of another materialised
+ * CTE over the whole page: that cost an unchanged page ~10 % more (bench/README.md, Guards).
+ */
+const JUMPED = `($13::numeric is not null and ${priceJumpedSql("c.price", "c.old_price", "$13::numeric")})`;
+const SWITCHED = currencySwitchedSql("c.currency", "c.old_currency", "$14::boolean");
+
+/** The new and changed offers of `classified` that `filter` lets through, with their content hash. */
+function writtenCte(filter: string): string {
+  return `written as materialized (
+  select c.*, ${contentHash(columnsOf("c"))} as content_hash
+    from classified c
+   where ${filter}
+)`;
+}
+
+/** The page's counts over `classified`; `updated` and the held counts as given. */
+function countsCte(updated: string, heldPrice: string, heldCurrency: string): string {
+  return `counts as (
+  select count(*) filter (where is_new)::int as inserted,
+         ${updated} as updated,
+         count(*) filter (where not is_new and not is_changed)::int as unchanged,
+         ${heldPrice} as held_price,
+         ${heldCurrency} as held_currency
+    from classified
+)`;
+}
+
+/** What a held offer would have become (the page's values), as `ingestion_held.proposed`. */
+const PROPOSED = `jsonb_build_object('name', h.name, 'price', h.price::text, 'currency', h.currency,
+                            'stock', h.stock, 'attributes', h.attributes)`;
 
 /**
  * Stage → classify → write, as one statement, for a page already reduced to one
@@ -146,7 +186,10 @@ with page as materialized (
     from unnest($3::text[], $4::text[], $5::numeric[], $6::text[], $7::int[], $12::jsonb[])
       as u(sku, name, price, currency, stock, attributes)
 ), bounds as materialized (
-  select min(sku) as lo, max(sku) as hi, count(*) * 2 + 100 as cap from page
+  -- The guards' parameters are named here once, so they are typed in every variant (unused without guards).
+  select min(sku) as lo, max(sku) as hi, count(*) * 2 + 100 as cap,
+         $13::numeric as jump_factor, $14::boolean as currency_guard
+    from page
 ), stored as materialized (
   select s.sku, s.name, s.price, s.currency, s.stock, s.attributes, s.ctid as row_tid
     from supplier_offers s
@@ -174,30 +217,33 @@ with page as materialized (
            or m.old_attributes is distinct from m.attributes) as is_changed,
          m.old_name, m.old_price, m.old_currency, m.old_stock, m.old_attributes
     from /*MATCHED*/matched m
-), guarded as materialized (
-  select c.*,
-         c.is_changed and $13::numeric is not null
-           and ${priceJumpedSql("c.price", "c.old_price", "$13::numeric")} as price_jumped,
-         c.is_changed and ${currencySwitchedSql("c.currency", "c.old_currency", "$14::boolean")} as currency_switched
+), /*GUARDS*/${writtenCte(`c.is_new or (c.is_changed and not ${JUMPED} and not ${SWITCHED})`)}, held as materialized (
+  select c.*, ${JUMPED} as price_jumped, ${SWITCHED} as currency_switched, k.kind,
+         -- Held already by an earlier page of this run? Probed per row only when the run holds
+         -- any offer yet (one look for the page): a first hold costs no probe at all.
+         (select exists (select 1 from ingestion_held e where e.run_id = $1 and e.sku is not null))
+           and exists (select 1 from ingestion_held e
+                        where e.run_id = $1 and e.kind = k.kind and coalesce(e.sku, '') = c.sku
+                          and coalesce(e.field, '') = '') as again
     from classified c
-), written as materialized (
-  select g.*, ${contentHash(columnsOf("g"))} as content_hash
-    from guarded g where g.is_new or (g.is_changed and not g.price_jumped and not g.currency_switched)
-), held as materialized (
-  select g.* from guarded g where g.price_jumped or g.currency_switched
+   cross join lateral (select case when ${SWITCHED} then 'currency' else 'price_jump' end as kind) k
+   where ${JUMPED} or ${SWITCHED}
 ), held_items as (
   insert into ingestion_held (run_id, supplier, sku, kind, reason, stored, proposed)
-  select $1, $2, h.sku, case when h.currency_switched then 'currency' else 'price_jump' end,
-         ${heldReasonSql("h", "h.price_jumped", "h.currency_switched")},
+  select $1, $2, h.sku, h.kind, ${heldReasonSql("h", "h.price_jumped", "h.currency_switched")},
          jsonb_build_object('name', h.old_name, 'price', h.old_price::text, 'currency', h.old_currency,
                             'stock', h.old_stock, 'attributes', h.old_attributes),
-         jsonb_build_object('name', h.name, 'price', h.price::text, 'currency', h.currency,
-                            'stock', h.stock, 'attributes', h.attributes)
+         ${PROPOSED}
+    from held h where not h.again
+  returning 1
+), held_again as (
+  update ingestion_held e
+     set reason = ${heldReasonSql("h", "h.price_jumped", "h.currency_switched")}, proposed = ${PROPOSED}
     from held h
-  on conflict (run_id, kind, (coalesce(sku, '')), (coalesce(field, ''))) do update
-     set reason = excluded.reason, proposed = excluded.proposed
-  returning (xmax = 0) as fresh
-), /*SUPERSEDED*/inserted as (
+   where h.again and e.run_id = $1 and e.kind = h.kind and coalesce(e.sku, '') = h.sku
+     and coalesce(e.field, '') = ''
+  returning 1
+), /*END GUARDS*//*SUPERSEDED*/inserted as (
   insert into supplier_offers
          (supplier, sku, name, price, currency, stock, attributes, content_hash, first_seen_at, last_changed_at, last_run_id)
   select $2, sku, name, price, currency, stock, attributes, content_hash, now(), now(), $1
@@ -235,14 +281,11 @@ with page as materialized (
 ), seen as (
   insert into pg_temp.supplier_sync_run_seen (run_id, seq, skus) values ($1, $8, $3::text[])
   returning 1
-), counts as (
-  select count(*) filter (where is_new)::int as inserted,
-         count(*) filter (where is_changed and not price_jumped and not currency_switched)::int as updated,
-         count(*) filter (where not is_new and not is_changed)::int as unchanged,
-         count(*) filter (where price_jumped and not currency_switched)::int as held_price,
-         count(*) filter (where currency_switched)::int as held_currency
-    from guarded
-), run as (
+), /*COUNTS*/${countsCte(
+  "count(*) filter (where is_changed)::int - (select count(*) from held)::int",
+  "(select count(*) filter (where price_jumped and not currency_switched) from held)::int",
+  "(select count(*) filter (where currency_switched) from held)::int",
+)}/*END COUNTS*/, run as (
   update ingestion_runs r
      set pages = pages + 1,
          records_seen = records_seen + $10,
@@ -250,7 +293,7 @@ with page as materialized (
          records_updated = records_updated + counts.updated,
          records_unchanged = records_unchanged + counts.unchanged,
          records_rejected = records_rejected + $11,
-         records_held = records_held + (select count(*) from held_items where fresh),
+         /*HELD*/records_held = records_held + (select count(*) from held_items),
          field_coverage = coalesce($15::jsonb, field_coverage),
          heartbeat_at = now()
     from counts
@@ -324,11 +367,34 @@ const KEEP_STORED = `kept as (
 ), `;
 
 /**
- * The variant of {@link WRITE_PAGE} for a lease connection with or without a session,
- * keeping vanished fields or not, superseding earlier runs' held items or not.
+ * What replaces the guards' CTEs of {@link WRITE_PAGE} for a connector with `"guards": false`:
+ * the statement as it was before guards existed. Testing the guards on every row, holding
+ * nothing, still cost about a tenth of an unchanged page's statement (a third plan
+ * branch writing `ingestion_held`, flags on every row: bench/README.md, Guards), so a
+ * connector that turned them off does not pay it.
  */
-function pageStatement(sessionless: boolean, keep: boolean, supersede: boolean): string {
+const UNGUARDED_WRITTEN = `${writtenCte("c.is_new or c.is_changed")}, `;
+const UNGUARDED_COUNTS = countsCte("count(*) filter (where is_changed)::int", "0", "0");
+
+/** `text` with the part from `start` to `end` (markers included) replaced by `by`. */
+function splice(text: string, start: string, end: string, by: string): string {
+  const from = text.indexOf(start);
+  const to = text.indexOf(end, from);
+  if (from < 0 || to < 0) throw new Error(`page statement: no ${start}…${end}`);
+  return text.slice(0, from) + by + text.slice(to + end.length);
+}
+
+/**
+ * The variant of {@link WRITE_PAGE} for a lease connection with or without a session,
+ * guarded or not, keeping vanished fields or not, superseding earlier runs' held items or not.
+ */
+function pageStatement(sessionless: boolean, guarded: boolean, keep: boolean, supersede: boolean): string {
   let text = WRITE_PAGE;
+  if (!guarded) {
+    text = splice(text, "/*GUARDS*/", "/*END GUARDS*/", UNGUARDED_WRITTEN);
+    text = splice(text, "/*COUNTS*/", "/*END COUNTS*/", UNGUARDED_COUNTS);
+    text = text.replace(/\/\*HELD\*\/.*\n/, "");
+  }
   if (sessionless) {
     // The seen set is durable on a sessionless connection (seen-set.ts).
     text = text.replace("insert into pg_temp.supplier_sync_run_seen", `insert into ${SEEN_TABLE}`);
@@ -340,11 +406,16 @@ function pageStatement(sessionless: boolean, keep: boolean, supersede: boolean):
 
 const PAGE_STATEMENTS = new Map<string, string>();
 
-function cachedPageStatement(sessionless: boolean, keep: boolean, supersede: boolean): string {
-  const key = `${sessionless}:${keep}:${supersede}`;
+function cachedPageStatement(
+  sessionless: boolean,
+  guarded: boolean,
+  keep: boolean,
+  supersede: boolean,
+): string {
+  const key = `${sessionless}:${guarded}:${keep}:${supersede}`;
   let text = PAGE_STATEMENTS.get(key);
   if (text === undefined) {
-    text = pageStatement(sessionless, keep, supersede);
+    text = pageStatement(sessionless, guarded, keep, supersede);
     PAGE_STATEMENTS.set(key, text);
   }
   return text;
@@ -354,42 +425,74 @@ function cachedPageStatement(sessionless: boolean, keep: boolean, supersede: boo
 function element(value: string | number | null): string {
   if (value === null) return "NULL";
   if (typeof value === "number") return String(value);
-  return `"${/["\\]/.test(value) ? value.replace(/["\\]/g, "\\$&") : value}"`;
+  return `"${NEEDS_ESCAPE.test(value) ? value.replace(/["\\]/g, "\\$&") : value}"`;
+}
+
+const NEEDS_ESCAPE = /["\\]/;
+
+/**
+ * A column as a PostgreSQL array literal. The common column (no null, nothing to escape)
+ * is one native `join` of the values themselves, which allocates the literal and
+ * nothing else; any other column is built element by element.
+ */
+function literal(values: (string | number | null)[], quoted: boolean): string {
+  // `values` is the caller's own scratch array: the fast path rewrites its ends.
+  if (values.length === 0) return "{}";
+  let plain = true;
+  for (let i = 0; i < values.length && plain; i++) {
+    const v = values[i] as string | number | null;
+    plain = v !== null && (!quoted || !NEEDS_ESCAPE.test(v as string));
+  }
+  if (plain) {
+    // The braces (and outer quotes) go onto the first and last values, so the join makes
+    // the whole literal as one flat string: wrapping it afterwards made a rope that pg
+    // flattened again, a second copy, to measure it (Buffer.byteLength).
+    const last = values.length - 1;
+    values[0] = quoted ? `{"${values[0]}` : `{${values[0]}`;
+    values[last] = quoted ? `${values[last]}"}` : `${values[last]}}`;
+    return values.join(quoted ? '","' : ",");
+  }
+  const items = new Array<string>(values.length);
+  for (let i = 0; i < values.length; i++) items[i] = element(values[i] as string | number | null);
+  return `{${items.join(",")}}`;
 }
 
 /**
- * The page's columns as PostgreSQL array literals, built in one pass. pg's own
- * array serialisation (`prepareValue`) costs several times more for a page
- * (bench/README.md, Figures behind code choices), and the statement casts the text (`$3::text[]`, …) as before. The
- * attributes column is null (no array at all: `unnest` pads it with nulls) when no
+ * The page's columns as PostgreSQL array literals. pg's own array serialisation
+ * (`prepareValue`) costs several times more for a page (bench/README.md, Figures
+ * behind code choices), and the statement casts the text (`$3::text[]`, …) as before.
+ * The attributes column is null (no array at all: `unnest` pads it with nulls) when no
  * offer of the page has attributes, so connectors without them pay nothing for it.
+ * Indexed loops and one join per column: this runs for every page, and its garbage
+ * was the largest share of a walk's allocation (bench/README.md, Heap growth).
  */
 export function arrayLiterals(offers: Offer[]): [string, string, string, string, string, string | null] {
-  const sku: string[] = [];
-  const name: string[] = [];
-  const price: string[] = [];
-  const currency: string[] = [];
-  const stock: string[] = [];
-  let attributes: string[] | null = null;
-  for (const [i, o] of offers.entries()) {
-    sku.push(element(o.sku));
-    name.push(element(o.name));
-    price.push(element(o.price));
-    currency.push(element(o.currency));
-    stock.push(element(o.stock));
+  const n = offers.length;
+  const sku = new Array<string>(n);
+  const name = new Array<string | null>(n);
+  const price = new Array<string | null>(n);
+  const currency = new Array<string | null>(n);
+  const stock = new Array<number | null>(n);
+  let attributes: (string | null)[] | null = null;
+  for (let i = 0; i < n; i++) {
+    const o = offers[i] as Offer;
+    sku[i] = o.sku;
+    name[i] = o.name;
+    price[i] = o.price;
+    currency[i] = o.currency;
+    stock[i] = o.stock;
     if (o.attributes) {
-      attributes ??= new Array<string>(i).fill("NULL");
-      attributes.push(element(jsonbText(o.attributes)));
-    } else attributes?.push("NULL");
+      attributes ??= new Array<string | null>(n).fill(null);
+      attributes[i] = jsonbText(o.attributes);
+    }
   }
-  const literal = (items: string[]) => `{${items.join(",")}}`;
   return [
-    literal(sku),
-    literal(name),
-    literal(price),
-    literal(currency),
-    literal(stock),
-    attributes && literal(attributes),
+    literal(sku, true),
+    literal(name, true),
+    literal(price, true),
+    literal(currency, true),
+    literal(stock, false),
+    attributes && literal(attributes, true),
   ];
 }
 
@@ -520,6 +623,7 @@ function writePage(
     }>(
       cachedPageStatement(
         isSessionless(tx),
+        guards !== null,
         heldFields.length > 0,
         await state.earlier.any(tx, supplier, runId),
       ),
