@@ -274,6 +274,13 @@ t.test("General format: 15 significant digits, no float artefacts", async (t) =>
   t.equal(formatGeneral(1.23456789012e-9), "0.00000000123456789012");
 });
 
+/** Half a unit of the last digit a number's text shows (`0.000000005`: 5E-10; `-4.99E-09`: 5E-12). */
+function halfLastDigit(text: string): number {
+  const [mantissa = "", exponent = "0"] = text.toUpperCase().split("E");
+  const decimals = mantissa.split(".")[1]?.length ?? 0;
+  return 0.5 * 10 ** (Number(exponent) - decimals);
+}
+
 t.test("General format against SSF's General (an independent formatter) over random doubles", async (t) => {
   const general = (v: number) => SSF.format("General", v) as string;
   // Decimals of at most 10 significant digits, 1E-4 to 1E10.
@@ -305,12 +312,18 @@ t.test("General format against SSF's General (an independent formatter) over ran
       if (digits.length > 15) return false;
       const ours = Number(mine);
       if (ours !== Number(v.toPrecision(15))) return false;
-      const theirs = Number(general(v));
+      const text = general(v);
+      const theirs = Number(text);
       if (v === 0 || theirs === 0) return Math.abs(ours) < 1e-300 || Math.abs(v) < 1e-9;
-      return Math.abs(ours - theirs) <= Math.abs(v) * 1e-5;
+      // SSF fits General into 11 characters, so near 1E-9 it keeps a single digit
+      // (-4.9995E-9 is "-0.000000005"): its rounding moves the value by up to half a unit
+      // of the last digit it shows.
+      return Math.abs(ours - theirs) <= Math.max(Math.abs(v) * 1e-5, halfLastDigit(text) * (1 + 1e-9));
     }),
     { numRuns: 20000 },
   );
+  t.equal(halfLastDigit("-0.000000005"), 5e-10);
+  t.equal(formatGeneral(-4.9995e-9), "-0.0000000049995", "SSF shows it as -0.000000005: one digit");
   t.pass("25,000 random values agree");
 });
 
