@@ -1,12 +1,17 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { Duplex, PassThrough, pipeline, type Readable, type Transform, Writable } from "node:stream";
-import { createBrotliDecompress, createGunzip, createInflate, createInflateRaw } from "node:zlib";
+import { pipeline, type Readable, type Transform } from "node:stream";
 import { Pool } from "undici";
 import { type ConnectorDefinition, DEFAULT_MAX_RESPONSE_BYTES } from "../config/connector-schema.js";
 import { STREAMED_MAX_RESPONSE_BYTES } from "../feeds/format-schema.js";
 import type { ResponseValidators } from "../ingestion/ports.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Clock } from "../platform/clock.js";
+import {
+  contentCodings,
+  contentDecoders,
+  exceedsDecompressionRatio,
+  MAX_DECOMPRESSION_RATIO,
+} from "../platform/content-encoding.js";
 import { errorMessage, IngestionError, isIngestionError } from "../platform/errors.js";
 import type { SecretRegistry } from "../platform/redact.js";
 import { OriginPolicy } from "./origin.js";
@@ -118,10 +123,6 @@ const MAX_REDIRECTS = 3;
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 /** Error bodies are drained (so the connection can be reused) only up to this size. */
 const DRAIN_LIMIT = 64 * 1024;
-/** A body that decompresses to more than this many times its size is a decompression bomb. */
-export const MAX_COMPRESSION_RATIO = 100;
-/** Below this many decompressed bytes the ratio is not judged (tiny bodies compress absurdly well). */
-const RATIO_FLOOR_BYTES = 64 * 1024;
 
 /** The URL as people may see it: secret query parameters replaced by {@link REDACTED}. */
 export function displayUrl(url: URL, secretParams: Iterable<string> = []): string {
@@ -412,8 +413,8 @@ function tooLarge(limit: number, detail: string): IngestionError {
  * compressed (not worth a decoder for an excerpt) or cannot be read. Never throws.
  */
 async function answerExcerpt(body: Readable, encoding: string | undefined): Promise<string> {
-  const e = (encoding ?? "identity").trim().toLowerCase();
-  if (e !== "identity" && e !== "") return `(${e}-encoded body)`;
+  const codings = contentCodings(encoding);
+  if (codings.length > 0) return `(${codings.reverse().join(", ")}-encoded body)`;
   const chunks: Buffer[] = [];
   let size = 0;
   try {
@@ -441,81 +442,44 @@ async function drain(body: Readable & { dump?: (o: { limit: number }) => Promise
   await (body.dump ? body.dump({ limit: DRAIN_LIMIT }) : Promise.resolve(body.destroy())).catch(() => {});
 }
 
-function decoderFor(encoding: string | undefined): Transform | undefined {
-  const e = (encoding ?? "identity").trim().toLowerCase();
-  if (e === "identity" || e === "") return undefined;
-  if (e === "gzip" || e === "x-gzip") return createGunzip();
-  if (e === "deflate") return createDeflateDecoder();
-  if (e === "br") return createBrotliDecompress();
-  throw new IngestionError("CONTRACT", `unsupported content-encoding ${JSON.stringify(e.slice(0, 50))}`);
-}
-
-/**
- * `Content-Encoding: deflate` is meant to be zlib-wrapped (RFC 9110 §8.4.1.2),
- * but some servers send raw deflate: the first two bytes tell them apart.
- */
-function createDeflateDecoder(): Transform {
-  let inner: Transform | undefined;
-  const out = new PassThrough();
-  const sniff = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      if (!inner) {
-        const b0 = chunk[0] ?? 0;
-        const b1 = chunk[1] ?? 0;
-        const zlibHeader = (b0 & 0x0f) === 8 && ((b0 << 8) | b1) % 31 === 0;
-        inner = zlibHeader ? createInflate() : createInflateRaw();
-        inner.on("error", (err) => out.destroy(err));
-        inner.pipe(out);
-      }
-      if (inner.write(chunk)) done();
-      else inner.once("drain", () => done());
-    },
-    final(done) {
-      if (inner) inner.end();
-      else out.end();
-      done();
-    },
-  });
-  return Duplex.from({ writable: sniff, readable: out }) as unknown as Transform;
-}
-
 /**
  * Reads a body, decompressing it, and stops as soon as `limit` decompressed
  * bytes are exceeded, or the body decompresses to more than
- * {@link MAX_COMPRESSION_RATIO} times its compressed size: the excess is never
+ * {@link MAX_DECOMPRESSION_RATIO} times its compressed size: the excess is never
  * buffered (zlib hands out small chunks) and the socket is destroyed.
  */
 async function readLimited(body: Readable, encoding: string | undefined, limit: number): Promise<Buffer> {
-  let decoder: Transform | undefined;
+  let decoders: Transform[];
   try {
-    decoder = decoderFor(encoding);
+    decoders = contentDecoders(encoding, "response");
   } catch (err) {
     body.destroy();
     throw err;
   }
+  const decoding = decoders.length > 0;
   let compressed = 0;
-  if (decoder)
+  if (decoding)
     body.on("data", (chunk: Buffer) => {
       compressed += chunk.length;
     });
-  const source: Readable = decoder ? pipeline(body, decoder, () => {}) : body;
+  const source = decoders.reduce<Readable>((stream, decoder) => pipeline(stream, decoder, () => {}), body);
   const chunks: Buffer[] = [];
   let total = 0;
   try {
     for await (const chunk of source as AsyncIterable<Buffer>) {
       total += chunk.length;
       if (total > limit) throw tooLarge(limit, `more than ${limit} bytes received`);
-      if (decoder && total > RATIO_FLOOR_BYTES && total > MAX_COMPRESSION_RATIO * Math.max(1, compressed)) {
+      if (decoding && exceedsDecompressionRatio(total, compressed)) {
         throw new IngestionError(
           "CONTRACT",
-          `response body decompresses more than ${MAX_COMPRESSION_RATIO}:1 (${total} bytes from ${compressed}): refused as a decompression bomb`,
+          `response body decompresses more than ${MAX_DECOMPRESSION_RATIO}:1 (${total} bytes from ${compressed}): refused as a decompression bomb`,
         );
       }
       chunks.push(chunk);
     }
   } finally {
     if (!body.readableEnded) body.destroy();
-    decoder?.destroy();
+    for (const decoder of decoders) decoder.destroy();
   }
   return Buffer.concat(chunks, total);
 }

@@ -1,7 +1,11 @@
 import { pipeline, Readable, type Transform } from "node:stream";
-import { createBrotliDecompress, createGunzip, createInflate, constants as zlibConstants } from "node:zlib";
+import { createGunzip } from "node:zlib";
+import {
+  contentDecoders,
+  exceedsDecompressionRatio,
+  MAX_DECOMPRESSION_RATIO,
+} from "../platform/content-encoding.js";
 import { errorMessage, IngestionError } from "../platform/errors.js";
-import { MAX_DECOMPRESSION_RATIO } from "./format-schema.js";
 
 /**
  * The byte layer of a feed: the response body, counted and bounded, with its
@@ -16,10 +20,10 @@ import { MAX_DECOMPRESSION_RATIO } from "./format-schema.js";
  *   without its trailer, a bad deflate block): `CONTRACT`; the supplier served
  *   a broken file and asking again gets the same file;
  * - a limit (`maxResponseBytes`, the 100:1 ratio): `CONTRACT`.
+ *
+ * `Content-Encoding` and the ratio rule are the platform's, shared with API responses
+ * (platform/content-encoding.ts).
  */
-
-/** Decompressed bytes below which the ratio is not checked: small, very regular files compress beyond 100:1 harmlessly. */
-export const RATIO_FLOOR_BYTES = 1024 * 1024;
 
 /** Counts of one feed's bytes, shared by the stages. */
 export interface ByteCounters {
@@ -110,21 +114,6 @@ export function through<T = Buffer>(source: AsyncIterable<Buffer>, transform: Tr
   return pipeline(Readable.from(source, { objectMode: false }), transform, () => {}) as AsyncIterable<T>;
 }
 
-function decompressor(coding: string): Transform | undefined {
-  // Lenient flushing would hide a truncated file; the default (Z_FINISH at end) reports it.
-  switch (coding) {
-    case "gzip":
-    case "x-gzip":
-      return createGunzip();
-    case "deflate":
-      return createInflate();
-    case "br":
-      return createBrotliDecompress({ params: { [zlibConstants.BROTLI_DECODER_PARAM_LARGE_WINDOW]: 0 } });
-    default:
-      return undefined;
-  }
-}
-
 /**
  * Undoes `Content-Encoding` (a list is undone last first). `identity` and an
  * absent header pass the bytes through; an unknown coding is `CONTRACT`.
@@ -133,23 +122,8 @@ export function undoContentEncoding(
   source: AsyncIterable<Buffer>,
   contentEncoding: string | undefined,
 ): AsyncIterable<Buffer> {
-  if (!contentEncoding) return source;
-  const codings = contentEncoding
-    .split(",")
-    .map((c) => c.trim().toLowerCase())
-    .filter((c) => c !== "" && c !== "identity")
-    .reverse();
   let stream = source;
-  for (const coding of codings) {
-    const transform = decompressor(coding);
-    if (!transform) {
-      throw new IngestionError(
-        "CONTRACT",
-        `feed has an unsupported Content-Encoding ${JSON.stringify(coding)}`,
-      );
-    }
-    stream = through(stream, transform);
-  }
+  for (const decoder of contentDecoders(contentEncoding, "feed")) stream = through(stream, decoder);
   return stream;
 }
 
@@ -160,7 +134,7 @@ export function gunzip(source: AsyncIterable<Buffer>): AsyncIterable<Buffer> {
 /**
  * Counts the decompressed bytes into `counters.decompressed` and refuses, as
  * soon as a chunk crosses the line, more than `maxBytes` or (past
- * {@link RATIO_FLOOR_BYTES}) more than 100 × the compressed bytes read so far.
+ * the ratio floor) more than 100 × the compressed bytes read so far ({@link exceedsDecompressionRatio}).
  * The compressed count runs ahead of the output (the decompressor reads ahead),
  * so the ratio seen is never above the true one.
  */
@@ -178,14 +152,11 @@ export async function* meterDecompressed(
         `feed is larger than maxResponseBytes (${maxBytes} bytes) once decompressed`,
       );
     }
-    if (compressed && counters.decompressed > RATIO_FLOOR_BYTES) {
-      const base = Math.max(1, counters.compressed());
-      if (counters.decompressed > MAX_DECOMPRESSION_RATIO * base) {
-        throw new IngestionError(
-          "CONTRACT",
-          `feed decompresses more than ${MAX_DECOMPRESSION_RATIO}:1 (${counters.decompressed} bytes from ${base}): refused as a decompression bomb`,
-        );
-      }
+    if (compressed && exceedsDecompressionRatio(counters.decompressed, counters.compressed())) {
+      throw new IngestionError(
+        "CONTRACT",
+        `feed decompresses more than ${MAX_DECOMPRESSION_RATIO}:1 (${counters.decompressed} bytes from ${Math.max(1, counters.compressed())}): refused as a decompression bomb`,
+      );
     }
     yield chunk;
   }

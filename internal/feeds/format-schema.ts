@@ -16,7 +16,7 @@ export const DEFAULT_FEED_PAGE_SIZE = 5_000;
 /** `maxResponseBytes` of a streamed format when the definition sets none: bounds the decompressed stream. */
 export const STREAMED_MAX_RESPONSE_BYTES = 4 * 1024 ** 3;
 /** A decompressed stream more than this many times larger than its compressed input is refused (`CONTRACT`). */
-export const MAX_DECOMPRESSION_RATIO = 100;
+export { MAX_DECOMPRESSION_RATIO } from "../platform/content-encoding.js";
 
 const FORMAT_TYPES = ["json", "jsonl", "csv", "xml", "xlsx", "xls"] as const;
 /** `maxResponseBytes` of an `xls` workbook (read whole) when the definition sets none. */

@@ -2,8 +2,8 @@ import { open } from "node:fs/promises";
 import { posix } from "node:path";
 import { SaxesParser, type SaxesTagPlain } from "saxes";
 import type { Entry, ZipFile } from "yauzl";
+import { exceedsDecompressionRatio, MAX_DECOMPRESSION_RATIO } from "../platform/content-encoding.js";
 import { errorMessage, IngestionError } from "../platform/errors.js";
-import { MAX_DECOMPRESSION_RATIO } from "./format-schema.js";
 import {
   columnIndex,
   formatGeneral,
@@ -108,7 +108,7 @@ async function* inflate(
           `workbook is larger than maxResponseBytes (${budget.maxBytes} bytes) once decompressed`,
         );
       }
-      if (total > 1024 * 1024 && total > MAX_DECOMPRESSION_RATIO * Math.max(1, entry.compressedSize)) {
+      if (exceedsDecompressionRatio(total, entry.compressedSize)) {
         throw workbookError(
           `workbook part ${entry.fileName} decompresses more than ${MAX_DECOMPRESSION_RATIO}:1: refused as a decompression bomb`,
         );

@@ -5,8 +5,8 @@ import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import picomatch from "picomatch";
 import yauzl, { type Entry, type ZipFile } from "yauzl";
+import { exceedsDecompressionRatio, MAX_DECOMPRESSION_RATIO } from "../platform/content-encoding.js";
 import { errorMessage, IngestionError } from "../platform/errors.js";
-import { MAX_DECOMPRESSION_RATIO } from "./format-schema.js";
 
 /**
  * Zip archives. A zip's authoritative index is its central directory, at the
@@ -93,10 +93,7 @@ export function checkEntry(entry: Entry, maxBytes: number): void {
       `zip entry ${JSON.stringify(entry.fileName)} declares ${entry.uncompressedSize} bytes, more than maxResponseBytes (${maxBytes} bytes)`,
     );
   }
-  if (
-    entry.uncompressedSize > MAX_DECOMPRESSION_RATIO * Math.max(1, entry.compressedSize) &&
-    entry.uncompressedSize > 1024 * 1024
-  ) {
+  if (exceedsDecompressionRatio(entry.uncompressedSize, entry.compressedSize)) {
     throw new IngestionError(
       "CONTRACT",
       `zip entry ${JSON.stringify(entry.fileName)} declares more than ${MAX_DECOMPRESSION_RATIO}:1 (${entry.uncompressedSize} bytes from ${entry.compressedSize}): refused as a decompression bomb`,
