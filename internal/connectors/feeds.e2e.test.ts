@@ -415,7 +415,7 @@ t.test("a wrong encoding gives readable reject reasons, not a crash", async (t) 
   t.equal(result.errorCode, "CONTRACT");
   t.match(
     result.errorMessage,
-    /^12 of 12 records invalid on page 1 .*first: <offer> at line 7 holds bytes that are not valid utf-8 \(decoded as U\+FFFD\): is format\.encoding right\?/,
+    /^12 of 12 records invalid on step 1 .*first: <offer> at line 7 holds bytes that are not valid utf-8 \(decoded as U\+FFFD\): is format\.encoding right\?/,
   );
   const r = await rejects(result.runId);
   t.equal(r.length, 12, "every record kept as a reject with its reason");

@@ -36,6 +36,7 @@ import type {
   RunTrigger,
   TickOutcome,
 } from "./ports.js";
+import { rejectRatioExceeded } from "./reject-ratio.js";
 import { supplierSlotAt } from "./slots.js";
 
 /** A supplier's connector as the app loaded it, or why it has none. */
@@ -312,9 +313,8 @@ async function walk(
       const page: Page = received.startedAt ? received : { ...received, startedAt: asked };
       asked = new Date();
       writing = page;
-      const total = page.offers.length + page.rejects.length;
-      if (total > 0 && page.rejects.length / total > loaded.maxRejectRatio) {
-        const message = `${page.rejects.length} of ${total} records invalid on page ${page.seq} (maxRejectRatio ${loaded.maxRejectRatio}); first: ${page.rejects[0]?.reason}`;
+      const message = rejectRatioExceeded(page, loaded.maxRejectRatio);
+      if (message !== null) {
         await session.failStep({
           seq: page.seq,
           errorCode: "CONTRACT",

@@ -12,6 +12,7 @@
 import type { ConnectorDefinition } from "../config/connector-schema.js";
 import { type ConnectorModule, createConnector, type RequestEvent } from "../connectors/index.js";
 import type { FieldCoverage, Offer, Reject } from "../ingestion/ports.js";
+import { rejectRatioExceeded } from "../ingestion/reject-ratio.js";
 import { createMetrics } from "../observability/metrics.js";
 import type { Clock } from "../platform/clock.js";
 import { errorMessage, isIngestionError } from "../platform/errors.js";
@@ -102,7 +103,6 @@ export async function previewConnector(
     let hasNext = true;
     try {
       for await (const page of walk) {
-        const total = page.offers.length + page.rejects.length;
         const step: PreviewStep = {
           seq: page.seq,
           requests: pending,
@@ -114,13 +114,11 @@ export async function previewConnector(
         pending = [];
         walked.push({ seq: page.seq, offers: page.offers, coverage: page.coverage });
         report.steps.push(step);
-        if (total > 0 && page.rejects.length / total > options.definition.maxRejectRatio) {
+        const overRatio = rejectRatioExceeded(page, options.definition.maxRejectRatio);
+        if (overRatio !== null) {
           // A run fails this step CONTRACT and goes no further: neither does the preview.
           step.overRejectRatio = true;
-          step.error = {
-            code: "CONTRACT",
-            message: `${page.rejects.length} of ${total} records invalid on step ${page.seq} (maxRejectRatio ${options.definition.maxRejectRatio}); first: ${page.rejects[0]?.reason ?? ""}`,
-          };
+          step.error = { code: "CONTRACT", message: overRatio };
           ok = false;
           break;
         }
