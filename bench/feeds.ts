@@ -38,7 +38,7 @@ import { fileURLToPath } from "node:url";
 import { createGunzip } from "node:zlib";
 import iconv from "iconv-lite";
 import { SaxesParser } from "saxes";
-import { normalizeRecords } from "../internal/connectors/normalize.js";
+import { normalizeRecords } from "../internal/connectors/records/normalize.js";
 import { formatSchema } from "../internal/feeds/format-schema.js";
 import { readFeed } from "../internal/feeds/read-feed.js";
 import { runMain } from "./child-main.js";

@@ -24,7 +24,7 @@ import { pipeline } from "node:stream/promises";
 import { fileURLToPath } from "node:url";
 import { SaxesParser } from "saxes";
 import type { Entry } from "yauzl";
-import { normalizeRecords } from "../internal/connectors/normalize.js";
+import { normalizeRecords } from "../internal/connectors/records/normalize.js";
 import { formatSchema } from "../internal/feeds/format-schema.js";
 import { readFeed } from "../internal/feeds/read-feed.js";
 import { openZip } from "../internal/feeds/zip.js";

@@ -11,8 +11,8 @@
  */
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import * as currentSpecs from "../../internal/connectors/field-spec.js";
-import * as current from "../../internal/connectors/normalize.js";
+import * as currentSpecs from "../../internal/connectors/records/field-spec.js";
+import * as current from "../../internal/connectors/records/normalize.js";
 import { Catalog } from "../../internal/simulator/catalog.js";
 import { type Measurement, measurement } from "../measure.js";
 import type { CaseContext } from "./context.js";

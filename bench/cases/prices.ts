@@ -17,8 +17,8 @@
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import * as currentDecode from "../../internal/connectors/json-body.js";
-import * as currentNormalize from "../../internal/connectors/normalize.js";
+import * as currentNormalize from "../../internal/connectors/records/normalize.js";
+import * as currentDecode from "../../internal/platform/json-body.js";
 import { Catalog, skuOf } from "../../internal/simulator/catalog.js";
 import { startSimulator } from "../../internal/simulator/index.js";
 import type { Simulator } from "../../internal/simulator/types.js";

@@ -1,22 +1,8 @@
 import { ConfigError } from "../../internal/platform/errors.js";
 
-/** A parsed command line (README.md, Command line). */
-export type Command =
-  | { kind: "daemon" }
-  | { kind: "tick-once"; suppliers: string[]; force: boolean }
-  | { kind: "migrate" }
-  | { kind: "check-config" }
-  | { kind: "runs"; supplier: string | undefined; limit: number; json: boolean }
-  | { kind: "preview"; name: string; steps: number; json: boolean }
-  | { kind: "held"; supplier: string | undefined; all: boolean; json: boolean }
-  | { kind: "approve"; runId: number; skus: string[]; yes: boolean }
-  | { kind: "dismiss"; runId: number; skus: string[]; yes: boolean }
-  | { kind: "changes"; since: string; supplier: string | undefined; limit: number; json: boolean }
-  | { kind: "pause"; supplier: string; reason: string | undefined }
-  | { kind: "resume"; supplier: string }
-  | { kind: "trigger"; supplier: string }
-  | { kind: "help" }
-  | { kind: "version" };
+export type { Command } from "../../internal/app/commands.js";
+
+import type { Command } from "../../internal/app/commands.js";
 
 export const USAGE = `Usage:
   supplier-sync                       run the daemon (default command)

@@ -6,10 +6,10 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type pg from "pg";
-import { loadConnectors } from "../config/connectors.js";
 import { SUPPLIER_NAME } from "../config/suppliers.js";
 import type { Config, SupplierConfig } from "../config/types.js";
 import { createConnector } from "../connectors/index.js";
+import { loadConnectors } from "../connectors/load.js";
 import {
   isKnownSupplier,
   type PauseState,

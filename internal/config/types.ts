@@ -1,6 +1,4 @@
-import type { ConnectorModule } from "../connectors/registry.js";
 import type { CronSpec } from "../ingestion/cron-slots.js";
-import type { ConnectorDefinition } from "./connector-schema.js";
 import type { EventsConfig } from "./webhook-env.js";
 
 /** One entry of `SUPPLIER_SYNC_SUPPLIERS`. */
@@ -64,15 +62,3 @@ export interface Config {
   /** Run events' webhook and retention (docs/changes.md); absent in configs built by hand (tests). */
   events?: EventsConfig;
 }
-
-/** What `loadConnectors` found for one supplier. A bad connector is an error for that supplier only. */
-export type ConnectorStatus =
-  | {
-      status: "ok";
-      definition: ConnectorDefinition;
-      path: string;
-      /** The default export of a `"module": "./<file>.mjs"` (docs/connector-modules.md), imported by `loadConnector`. */
-      module?: ConnectorModule;
-    }
-  | { status: "missing"; path: string }
-  | { status: "invalid"; path: string; reason: string };

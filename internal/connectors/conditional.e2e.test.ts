@@ -6,10 +6,10 @@ import type pg from "pg";
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
-import { connectorDefinitionSchema } from "../config/connector-schema.js";
 import type { TickResult } from "../ingestion/tick.js";
 import { startSimulator } from "../simulator/server.js";
 import type { Simulator } from "../simulator/types.js";
+import { connectorDefinitionSchema } from "./schema/connector-schema.js";
 import { buildConnector, SIM_FIELDS, startServer } from "./test-support.js";
 
 const FAST = {

@@ -11,12 +11,12 @@ import type pg from "pg";
 import t, { type Test } from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
-import { connectorDefinitionSchema } from "../config/connector-schema.js";
 import { dkcNoPrice, dkcWarehouses } from "../simulator/profile-dkc.js";
 import { indexOfSku } from "../simulator/profile-etm.js";
 import { realApiSupplier, writeSkuFile } from "../simulator/real-apis.js";
 import { startSimulator } from "../simulator/server.js";
 import type { Simulator, SimulatorSupplierOptions } from "../simulator/types.js";
+import { connectorDefinitionSchema } from "./schema/connector-schema.js";
 import { buildConnector, shippedConnector, storedOffers, type TestConnector } from "./test-support.js";
 
 const MASTER_KEY = "dkc-master-4be1a9c07d2f";

@@ -4,11 +4,11 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import t from "tap";
-import { connectorDefinitionSchema } from "../config/connector-schema.js";
 import { isIngestionError } from "../platform/errors.js";
 import { skuOf } from "../simulator/catalog.js";
 import { startSimulator } from "../simulator/server.js";
 import type { Simulator } from "../simulator/types.js";
+import { connectorDefinitionSchema } from "./schema/connector-schema.js";
 import { buildConnector, collectPages, walkContext, walkError } from "./test-support.js";
 
 const N = 12;

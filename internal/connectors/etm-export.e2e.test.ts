@@ -9,10 +9,10 @@ import t from "tap";
 import { request } from "undici";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
-import { connectorDefinitionSchema } from "../config/connector-schema.js";
 import { etmProduct } from "../simulator/profile-etm.js";
 import { startSimulator } from "../simulator/server.js";
 import type { Simulator } from "../simulator/types.js";
+import { connectorDefinitionSchema } from "./schema/connector-schema.js";
 import { buildConnector } from "./test-support.js";
 
 const LOGIN = "etm-user";

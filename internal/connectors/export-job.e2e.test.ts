@@ -8,10 +8,10 @@ import t from "tap";
 import { request } from "undici";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
-import { connectorDefinitionSchema } from "../config/connector-schema.js";
 import { isIngestionError } from "../platform/errors.js";
 import { startSimulator } from "../simulator/server.js";
 import type { Simulator } from "../simulator/types.js";
+import { connectorDefinitionSchema } from "./schema/connector-schema.js";
 import { buildConnector, collectPages, walkContext } from "./test-support.js";
 
 const LOGIN = "etm-user";

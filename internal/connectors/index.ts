@@ -1,20 +1,38 @@
-import type { ConnectorDefinition } from "../config/connector-schema.js";
 import type { Connector } from "../ingestion/ports.js";
 import type { Metrics } from "../observability/metrics.js";
 import { type Clock, systemClock } from "../platform/clock.js";
 import { ConfigError } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
 import type { SecretRegistry } from "../platform/redact.js";
-import { createDeclarativeConnector } from "./declarative.js";
-import type { RequestEvent } from "./http-client.js";
-import { connectorModuleLib } from "./module-lib.js";
-import { type ConnectorModule, findConnectorModule } from "./registry.js";
-import type { SkuDatabase } from "./sku-list.js";
-import { Transport } from "./transport.js";
+import { connectorModuleLib } from "./modules/module-lib.js";
+import { type ConnectorModule, findConnectorModule } from "./modules/registry.js";
+import type { ConnectorDefinition } from "./schema/connector-schema.js";
+import type { RequestEvent } from "./transport/http-client.js";
+import { Transport } from "./transport/transport.js";
+import { createDeclarativeConnector } from "./walk/declarative.js";
+import type { SkuDatabase } from "./walk/sku-list.js";
 
 /**
- * HTTP connectors: the declarative JSON connector and the registry of
- * hand-written ones, over one shared transport per supplier.
+ * Connectors: the declarative connector and the registry of hand-written ones, over one
+ * shared transport per supplier. Layers, each importing only those listed after it:
+ *
+ * - `index.ts`, `load.ts`: creating a supplier's connector; loading and checking its
+ *   connector file (a bad file is an error for that supplier only).
+ * - `modules/`: hand-written connectors (`"module": "json-lines"`, `./<file>.mjs`
+ *   files), the registry and the helpers a module gets (`module-lib.ts`).
+ * - `walk/`: the shapes of a walk: pages, partitions, SKU lists, enrichment, export
+ *   jobs, dated files, feeds, and the request templates they send.
+ * - `transport/`: one supplier's HTTP: the client (undici pools, origin pinning,
+ *   redirects, decompression, size limits), rate limiter, retries, auth, the
+ *   connector's error rules (`error-rules.ts`) and conditional requests (ETag / 304).
+ * - `records/`: from a response's records to offers and rejects: field specs,
+ *   validation, coverage, exact decimal sums.
+ * - `schema/`: the connector file itself: its definition schema, placeholders, JSON
+ *   text and issue formatting, and the credentials check (each secret slot's lookup).
+ *
+ * `transport/` and `records/` do not import each other; nothing under here imports
+ * `internal/config` except `load.ts` (the connectors folder and the supplier names),
+ * and `internal/feeds` imports nothing from here.
  */
 
 export interface CreateConnectorOptions {
@@ -39,7 +57,7 @@ export interface CreateConnectorOptions {
   database?: SkuDatabase | undefined;
   /**
    * The default export of the definition's `"module": "./<file>.mjs"`, imported by
-   * `loadConnector` (config/connector-module.ts); required for such a definition.
+   * `loadConnector` (connectors/modules/module-file.ts); required for such a definition.
    */
   module?: ConnectorModule | undefined;
   /** Where zip archives of feeds are spooled (docs/feeds.md); `os.tmpdir()`, so `TMPDIR`, by default. */
@@ -100,13 +118,13 @@ function checkedConnector(moduleName: string, connector: unknown): Connector {
   return c as Connector;
 }
 
-export { createDeclarativeConnector } from "./declarative.js";
-export { readDotPath } from "./dot-path.js";
-export type { RequestEvent } from "./http-client.js";
-export type { ConnectorModuleLib } from "./module-lib.js";
-export { normalizeRecord, normalizeRecords } from "./normalize.js";
-export type { ConnectorModule } from "./registry.js";
-export { connectorModuleNames } from "./registry.js";
-export type { SkuDatabase } from "./sku-list.js";
-export type { PageFetch } from "./transport.js";
-export { Transport } from "./transport.js";
+export { readDotPath } from "../platform/dot-path.js";
+export type { ConnectorModuleLib } from "./modules/module-lib.js";
+export type { ConnectorModule } from "./modules/registry.js";
+export { connectorModuleNames } from "./modules/registry.js";
+export { normalizeRecord, normalizeRecords } from "./records/normalize.js";
+export type { RequestEvent } from "./transport/http-client.js";
+export type { PageFetch } from "./transport/transport.js";
+export { Transport } from "./transport/transport.js";
+export { createDeclarativeConnector } from "./walk/declarative.js";
+export type { SkuDatabase } from "./walk/sku-list.js";

@@ -6,8 +6,8 @@ import { readFileSync } from "node:fs";
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
-import { connectorDefinitionSchema } from "../config/connector-schema.js";
 import { startSimulator } from "../simulator/server.js";
+import { connectorDefinitionSchema } from "./schema/connector-schema.js";
 import { buildConnector, captureLogger } from "./test-support.js";
 
 const LOGIN = "etm-user";

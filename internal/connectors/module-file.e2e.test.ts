@@ -9,13 +9,13 @@ import t from "tap";
 import { baseEnv, runCli } from "../../test/helpers/cli.js";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
-import { loadConnector } from "../config/connectors.js";
 import { loadConfig } from "../config/env.js";
-import type { ConnectorStatus } from "../config/types.js";
 import { ConfigError } from "../platform/errors.js";
 import { SecretRegistry } from "../platform/redact.js";
 import { startSimulator } from "../simulator/server.js";
 import type { Simulator } from "../simulator/types.js";
+import type { ConnectorStatus } from "./load.js";
+import { loadConnector } from "./load.js";
 import { buildConnector, SIM_FIELDS } from "./test-support.js";
 
 const EXAMPLE = fileURLToPath(new URL("../../config/suppliers/example-module.mjs", import.meta.url));

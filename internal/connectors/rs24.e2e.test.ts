@@ -2,7 +2,6 @@ import type pg from "pg";
 import t, { type Test } from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
-import { connectorDefinitionSchema } from "../config/connector-schema.js";
 import { indexOfSku } from "../simulator/profile-etm.js";
 import {
   RS24_STORE,
@@ -14,6 +13,7 @@ import {
 import { realApiSupplier } from "../simulator/real-apis.js";
 import { startSimulator } from "../simulator/server.js";
 import type { Simulator } from "../simulator/types.js";
+import { connectorDefinitionSchema } from "./schema/connector-schema.js";
 import { buildConnector, shippedConnector, storedOffers, type TestConnector } from "./test-support.js";
 
 const LOGIN = "rs24-login-5d1e";

@@ -8,9 +8,9 @@ import { join } from "node:path";
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
-import { connectorDefinitionSchema } from "../config/connector-schema.js";
 import { skuOf } from "../simulator/catalog.js";
 import { startSimulator } from "../simulator/server.js";
+import { connectorDefinitionSchema } from "./schema/connector-schema.js";
 import { buildConnector } from "./test-support.js";
 
 t.test(

@@ -8,12 +8,12 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import type pg from "pg";
-import { type ConnectorDefinition, connectorDefinitionSchema } from "../config/connector-schema.js";
 import type { Connector, Page, WalkContext } from "../ingestion/ports.js";
 import { createMetrics, type Metrics } from "../observability/metrics.js";
 import { createLogger, type Logger } from "../platform/logger.js";
 import { SecretRegistry } from "../platform/redact.js";
 import { type CreateConnectorOptions, createConnector } from "./index.js";
+import { type ConnectorDefinition, connectorDefinitionSchema } from "./schema/connector-schema.js";
 
 export const SIM_FIELDS = {
   sku: "article",

@@ -8,11 +8,11 @@ import type pg from "pg";
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
-import { connectorDefinitionSchema } from "../config/connector-schema.js";
 import { skuOf } from "../simulator/catalog.js";
 import { IEK_GROUPS, IEK_PRICE_ON_REQUEST_EVERY } from "../simulator/profiles.js";
 import { startSimulator } from "../simulator/server.js";
 import type { Simulator } from "../simulator/types.js";
+import { connectorDefinitionSchema } from "./schema/connector-schema.js";
 import { buildConnector } from "./test-support.js";
 
 const FAST = {

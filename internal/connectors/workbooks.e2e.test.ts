@@ -2,10 +2,10 @@ import type pg from "pg";
 import t, { type Test } from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
-import { connectorDefinitionSchema } from "../config/connector-schema.js";
-import { addDays, dateIn, isoDate } from "../config/placeholders.js";
 import { startSimulator } from "../simulator/server.js";
 import type { Simulator, SimulatorSupplierOptions } from "../simulator/types.js";
+import { connectorDefinitionSchema } from "./schema/connector-schema.js";
+import { addDays, dateIn, isoDate } from "./schema/placeholders.js";
 import { buildConnector, shippedConnector, storedOffers } from "./test-support.js";
 
 let sim: Simulator;

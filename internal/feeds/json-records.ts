@@ -2,10 +2,10 @@ import { getManyValues, isMany, none } from "stream-chain/defs.js";
 import Assembler from "stream-json/core/assembler.js";
 import pick from "stream-json/core/filters/pick.js";
 import { jsonParser, type Token } from "stream-json/core/parser.js";
-import { readDotPath } from "../connectors/dot-path.js";
-import { parseJsonText } from "../connectors/json-body.js";
+import { readDotPath } from "../platform/dot-path.js";
 import { errorMessage, IngestionError } from "../platform/errors.js";
 import { isExactAsDouble, LosslessNumber } from "../platform/exact-json.js";
+import { parseJsonText } from "../platform/json-body.js";
 import { encodingReason, REPLACEMENT } from "./decode.js";
 import type { Collector, RecordReader } from "./types.js";
 

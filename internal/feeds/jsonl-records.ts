@@ -1,5 +1,5 @@
-import { parseJsonText } from "../connectors/json-body.js";
 import { errorMessage } from "../platform/errors.js";
+import { parseJsonText } from "../platform/json-body.js";
 import { encodingReason, REPLACEMENT } from "./decode.js";
 import { type Collector, clip, MAX_RECORD_CHARS, type RecordReader } from "./types.js";
 

@@ -343,18 +343,12 @@ t.test("dates, date formats and header normalisation", async (t) => {
   t.equal(normalizeHeader("  Базовая цена,\u00a0  с\nНДС "), "Базовая цена, с НДС");
 });
 
-t.test(
-  "CSV records are flat too: header texts whitespace-normalised, a dotted path names one column",
-  async (t) => {
-    const { compileFields } = await import("../connectors/field-spec.js");
-    const r = await read(Buffer.from("Артикул;Цена,  руб.\u00a0с НДС\n00123;12.5\n"), {
-      type: "csv",
-      delimiter: ";",
-    });
-    t.equal(r.error, undefined);
-    t.same({ ...r.records[0] }, { Артикул: "00123", "Цена, руб. с НДС": "12.5" });
-    const fields = compileFields({ sku: "Артикул", price: "Цена,   руб. с НДС" }, undefined, { flat: true });
-    t.equal(fields.price?.read(r.records[0] as object), "12.5");
-    t.equal(fields.sku.read(r.records[0] as object), "00123");
-  },
-);
+t.test("CSV records are flat too: header texts whitespace-normalised", async (t) => {
+  // How a connector's fields name these columns: field-spec.test.ts (flat records).
+  const r = await read(Buffer.from("Артикул;Цена,  руб.\u00a0с НДС\n00123;12.5\n"), {
+    type: "csv",
+    delimiter: ";",
+  });
+  t.equal(r.error, undefined);
+  t.same({ ...r.records[0] }, { Артикул: "00123", "Цена, руб. с НДС": "12.5" });
+});

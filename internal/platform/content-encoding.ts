@@ -4,7 +4,7 @@ import { IngestionError } from "./errors.js";
 
 /**
  * The one `Content-Encoding` decoder and the one decompression-bomb rule, for API
- * responses (connectors/http-client.ts) and feed files (feeds/bytes.ts) alike.
+ * responses (connectors/transport/http-client.ts) and feed files (feeds/bytes.ts) alike.
  */
 
 /** A body that decompresses to more than this many times its compressed size is a decompression bomb. */

@@ -6,7 +6,7 @@ import { compareNumber, isLosslessNumber, LosslessNumber, parse, stringify } fro
  * `JSON.parse` turns every number literal into a double, which keeps only about
  * 15–17 significant digits: `4821.1234567890123457` would come back as
  * `4821.123456789012`. Most pages hold no such literal, so the page scan
- * ((`internal/connectors/json-body.ts`)) asks {@link isExactAsDouble} of each literal it steps
+ * ((`internal/platform/json-body.ts`)) asks {@link isExactAsDouble} of each literal it steps
  * over, and only a page that holds at least one inexact literal is parsed by
  * {@link parseExactJson} (lossless-json, a JavaScript parser several times slower than
  * the native one). There, literals a double keeps exactly are plain numbers as

@@ -3,9 +3,9 @@
 // error in --json, and a 4xx shows a bounded, redacted excerpt of the supplier's answer.
 // The simulator (and one loopback server) over real HTTP.
 import t from "tap";
-import type { ConnectorDefinition } from "../config/connector-schema.js";
-import { ANSWER_EXCERPT_CHARS, redactSecretFields } from "../connectors/http-client.js";
+import type { ConnectorDefinition } from "../connectors/schema/connector-schema.js";
 import { captureLogger, simDefinition, startServer } from "../connectors/test-support.js";
+import { ANSWER_EXCERPT_CHARS, redactSecretFields } from "../connectors/transport/http-client.js";
 import { SecretRegistry } from "../platform/redact.js";
 import { startSimulator } from "../simulator/server.js";
 import { formatPreview, PREVIEW_TABLE_ROWS, previewConnector } from "./preview.js";

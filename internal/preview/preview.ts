@@ -9,8 +9,9 @@
  * prefetch); every byte of the report passes through the redaction registry,
  * and request URLs have their secret query parameters replaced before that.
  */
-import type { ConnectorDefinition } from "../config/connector-schema.js";
+
 import { type ConnectorModule, createConnector, type RequestEvent } from "../connectors/index.js";
+import type { ConnectorDefinition } from "../connectors/schema/connector-schema.js";
 import type { FieldCoverage, Offer, Reject } from "../ingestion/ports.js";
 import { rejectRatioExceeded } from "../ingestion/reject-ratio.js";
 import { createMetrics } from "../observability/metrics.js";

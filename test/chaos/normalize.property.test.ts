@@ -2,7 +2,7 @@
 // supplier sends, normalizeRecord never throws: it returns an offer that holds every
 // column invariant, or a reject that keeps the raw record and names the field.
 import fc from "fast-check";
-import { normalizeRecord } from "../../internal/connectors/normalize.js";
+import { normalizeRecord } from "../../internal/connectors/records/normalize.js";
 import type { Offer } from "../../internal/ingestion/ports.js";
 import { SIM_FIELDS } from "../helpers/fixtures.js";
 import { scenario } from "./helpers/scenario.js";

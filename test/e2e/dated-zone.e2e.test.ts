@@ -5,7 +5,7 @@
 // date would fail the test.
 import { readFileSync } from "node:fs";
 import t from "tap";
-import { dateIn, isoDate } from "../../internal/config/placeholders.js";
+import { dateIn, isoDate } from "../../internal/connectors/schema/placeholders.js";
 import { startSimulator } from "../../internal/simulator/index.js";
 import { baseEnv, runCli } from "../helpers/cli.js";
 import { createTestDatabase } from "../helpers/db.js";

@@ -4,7 +4,7 @@
 // etm-catalog.json are valid.
 import { readFileSync } from "node:fs";
 import t from "tap";
-import { connectorDefinitionSchema } from "../../internal/config/connector-schema.js";
+import { connectorDefinitionSchema } from "../../internal/connectors/schema/connector-schema.js";
 import { type BrokenKeyCases, checkBrokenKeys } from "../helpers/check-config.js";
 
 const base = { baseUrl: "https://feeds.example", fields: { sku: "@id", price: "price" } };
