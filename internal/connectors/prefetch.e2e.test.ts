@@ -20,7 +20,12 @@ t.test("at most one page ahead; return() aborts the prefetch", async (t) => {
   const walk = connector.walk(walkContext(log))[Symbol.asyncIterator]();
   const first = await walk.next();
   t.equal(first.value?.seq, 1);
-  await waitFor(() => sim.stats("pf").requests === 2, "page 2 prefetched");
+  // Page 2 answered in full (not merely asked for): from here a walk that read further
+  // ahead would ask for page 3 at once.
+  await waitFor(
+    () => sim.stats("pf").requests === 2 && sim.stats("pf").concurrency === 0,
+    "page 2 prefetched and answered",
+  );
   // Page 2 is buffered; nothing more may be requested until the consumer takes it.
   await new Promise((r) => setTimeout(r, 200));
   t.equal(sim.stats("pf").requests, 2, "no page 3 while page 2 is not consumed");
