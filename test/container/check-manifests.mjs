@@ -130,7 +130,7 @@ check(
 const scrape = docsOf("deploy/prometheus.yml")[0];
 check(scrape?.rule_files?.includes("/etc/prometheus/alerts.yml"), "prometheus.yml loads the alert rules");
 
-const schemaPath = join(root, "dist/internal/config/connector-schema.js");
+const schemaPath = join(root, "dist/internal/connectors/schema/connector-schema.js");
 if (existsSync(schemaPath)) {
   const { connectorDefinitionSchema } = await import(schemaPath);
   const connectors = readdirSync(join(root, "deploy/compose-connectors"))
