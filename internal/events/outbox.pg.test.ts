@@ -110,7 +110,9 @@ t.test("run events: written in the closing transaction, announced by NOTIFY with
   t.match(rows[3], { type: "held.dismissed", payload: { run_id: second.runId, by: "test" } });
   t.equal((rows[3]?.payload.items as unknown[] | undefined)?.length, 2);
 
-  // An event whose transaction rolls back is neither stored nor announced.
+  // An event whose transaction rolls back is neither stored nor announced. The decision's
+  // NOTIFY arrives on its own time: wait for it first, so what comes after it is counted.
+  await until(() => notified.includes(rows[3]?.id as string), 10_000, "the decision's NOTIFY");
   const before = notified.length;
   await client.query("begin");
   await recordEvent(client, { type: "supplier.paused", supplier: "etm", payload: { by: "test" } });
