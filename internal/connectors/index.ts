@@ -1,16 +1,10 @@
 import type { Connector } from "../ingestion/ports.js";
-import type { Metrics } from "../observability/metrics.js";
 import { type Clock, systemClock } from "../platform/clock.js";
 import { ConfigError } from "../platform/errors.js";
-import type { Logger } from "../platform/logger.js";
-import type { SecretRegistry } from "../platform/redact.js";
 import { connectorModuleLib } from "./modules/module-lib.js";
 import { type ConnectorModule, findConnectorModule } from "./modules/registry.js";
-import type { ConnectorDefinition } from "./schema/connector-schema.js";
-import type { RequestEvent } from "./transport/http-client.js";
-import { Transport } from "./transport/transport.js";
-import { createDeclarativeConnector } from "./walk/declarative.js";
-import type { SkuDatabase } from "./walk/sku-list.js";
+import { Transport, type TransportOptions } from "./transport/transport.js";
+import { createDeclarativeConnector, type DeclarativeOptions } from "./walk/declarative.js";
 
 /**
  * Connectors: the declarative connector and the registry of hand-written ones, over one
@@ -35,38 +29,24 @@ import type { SkuDatabase } from "./walk/sku-list.js";
  * and `internal/feeds` imports nothing from here.
  */
 
-export interface CreateConnectorOptions {
-  supplier: string;
-  /** Validated connector file. */
-  definition: ConnectorDefinition;
-  /** Folder of the connector files; relative secret files are resolved against it. */
-  connectorsDir: string;
-  /** Reads secret env vars named by the connector file. */
-  readSecretEnv: (name: string) => string | undefined;
-  /** The app's redaction registry (resolved secrets are added to it; errors and logs are scrubbed with it). */
-  secrets: SecretRegistry;
-  log: Logger;
-  metrics: Metrics;
+/**
+ * What a supplier's connector is built from: the transport's options (the definition,
+ * secrets, logger, metrics; a clock and jitter source, the system's by default), the
+ * walk's (`DeclarativeOptions`: SKU database, spool folder, time zone) and a module
+ * file's export. Passed down as one object, not copied field by field.
+ */
+export interface CreateConnectorOptions
+  extends Omit<TransportOptions, "clock" | "random">,
+    DeclarativeOptions {
   /** Time source of the rate limiter, backoff and deadlines; the system clock by default. */
   clock?: Clock;
   /** Jitter source in [0, 1); `Math.random` by default. */
   random?: () => number;
-  /** Told of every HTTP request sent, secrets redacted (`preview`). */
-  observer?: (event: RequestEvent) => void;
-  /** Where `skus.from: "sql"` lists are read (a `pg.Pool` will do); absent in `preview`. */
-  database?: SkuDatabase | undefined;
   /**
    * The default export of the definition's `"module": "./<file>.mjs"`, imported by
    * `loadConnector` (connectors/modules/module-file.ts); required for such a definition.
    */
   module?: ConnectorModule | undefined;
-  /** Where zip archives of feeds are spooled (docs/feeds.md); `os.tmpdir()`, so `TMPDIR`, by default. */
-  spoolDir?: string | undefined;
-  /**
-   * The supplier's time zone (IANA), the one its `cron(… @<zone>)` schedule names: what
-   * `{date:…}` reads today's date in (docs/feeds.md, Dated files). UTC when absent.
-   */
-  timeZone?: string | undefined;
 }
 
 /**
@@ -77,16 +57,9 @@ export interface CreateConnectorOptions {
  */
 export function createConnector(options: CreateConnectorOptions): Connector {
   const transport = new Transport({
-    supplier: options.supplier,
-    definition: options.definition,
-    connectorsDir: options.connectorsDir,
-    readSecretEnv: options.readSecretEnv,
-    secrets: options.secrets,
-    log: options.log,
-    metrics: options.metrics,
+    ...options,
     clock: options.clock ?? systemClock,
     random: options.random ?? Math.random,
-    ...(options.observer ? { observer: options.observer } : {}),
   });
   const moduleName = options.definition.module;
   if (moduleName !== undefined) {
@@ -100,11 +73,7 @@ export function createConnector(options: CreateConnectorOptions): Connector {
     const lib = connectorModuleLib(options.definition);
     return checkedConnector(moduleName, factory(transport, options.definition.settings ?? {}, lib));
   }
-  return createDeclarativeConnector(transport, {
-    database: options.database,
-    spoolDir: options.spoolDir,
-    timeZone: options.timeZone,
-  });
+  return createDeclarativeConnector(transport, options);
 }
 
 /** A module's connector, checked to have the `Connector` contract's methods. */

@@ -1,4 +1,5 @@
 import { Readable } from "node:stream";
+import { contentCodings } from "../platform/content-encoding.js";
 import { errorMessage, IngestionError } from "../platform/errors.js";
 import {
   type ByteCounters,
@@ -173,9 +174,8 @@ export async function* readFeed(
     signal?.throwIfAborted();
     let bytes: AsyncIterable<Buffer> = readBody(body as ByteSource, counters, maxBytes, signal);
     let compressed = false;
-    const coding = options.contentEncoding?.trim().toLowerCase();
-    if (coding && coding !== "identity") {
-      bytes = undoContentEncoding(bytes, coding);
+    if (contentCodings(options.contentEncoding).length > 0) {
+      bytes = undoContentEncoding(bytes, options.contentEncoding);
       compressed = true;
       info.compression = "content-encoding";
     }

@@ -55,12 +55,29 @@ interface Ticker {
   busy: boolean;
   /** When the running tick was fired, and how long the slot it fired in lasts. */
   running?: { sinceMs: number; slotMs: number };
-  /** Consecutive failed ticks within `failureSlot`; the backoff restarts in a new slot. */
-  failures: number;
-  failureSlot: number;
-  /** Checks of a lease whose holder walks an earlier slot, within `behindSlot`. */
-  behindChecks: number;
-  behindSlot: number;
+  /** Consecutive failed ticks in the current slot (the retry backoff's exponent). */
+  failures: AttemptsInSlot;
+  /** Checks of a lease whose holder walks an earlier slot, in the current slot. */
+  behindChecks: AttemptsInSlot;
+}
+
+/** Attempts counted within one slot, for a doubling backoff: a new slot starts again from the first. */
+class AttemptsInSlot {
+  private slotStartMs = Number.NaN;
+  private count = 0;
+
+  /** Counts one more attempt in the slot starting at `slotStartMs`; returns how many came before it there. */
+  next(slotStartMs: number): number {
+    if (this.slotStartMs !== slotStartMs) {
+      this.slotStartMs = slotStartMs;
+      this.count = 0;
+    }
+    return this.count++;
+  }
+
+  reset(): void {
+    this.count = 0;
+  }
 }
 
 export class Scheduler {
@@ -95,10 +112,8 @@ export class Scheduler {
       const ticker: Ticker = {
         supplier,
         busy: false,
-        failures: 0,
-        failureSlot: 0,
-        behindChecks: 0,
-        behindSlot: 0,
+        failures: new AttemptsInSlot(),
+        behindChecks: new AttemptsInSlot(),
       };
       this.tickers.set(supplier.name, ticker);
       const lastSuccess = last.get(supplier.name)?.getTime();
@@ -272,33 +287,24 @@ export class Scheduler {
       // slot as an overlap when it fires: left to it, the slot would have no walk. Check
       // again, from a tenth of the slot (or the retry backoff, if shorter) doubling, until
       // the lease is free: then the due gate decides.
-      if (ticker.behindSlot !== current.startMs) {
-        ticker.behindSlot = current.startMs;
-        ticker.behindChecks = 0;
-      }
       const base = Math.min(this.options.retryBackoffMs, (current.endMs - current.startMs) / 10);
-      const at = now + base * 2 ** Math.min(ticker.behindChecks++, 30);
+      const at = now + base * 2 ** Math.min(ticker.behindChecks.next(current.startMs), 30);
       if (at < current.endMs && at < nextSlot) this.arm(ticker, at, "retry");
       return;
     }
     if (!RETRY_OUTCOMES.has(outcome)) {
-      if (outcome === "success") ticker.failures = 0;
+      if (outcome === "success") ticker.failures.reset();
       return;
     }
-    const slot = current.startMs;
-    if (ticker.failureSlot !== slot) {
-      ticker.failureSlot = slot;
-      ticker.failures = 0;
-    }
-    ticker.failures++;
+    const before = ticker.failures.next(current.startMs);
     const backoff = Math.min(
-      this.options.retryBackoffMs * 2 ** Math.min(ticker.failures - 1, 30),
+      this.options.retryBackoffMs * 2 ** Math.min(before, 30),
       current.endMs - current.startMs,
     );
     const retryAt = now + backoff;
     if (retryAt < current.endMs && retryAt < nextSlot) {
       this.options.log.info(
-        { supplier: supplier.name, outcome, retry_in_ms: backoff, attempt: ticker.failures },
+        { supplier: supplier.name, outcome, retry_in_ms: backoff, attempt: before + 1 },
         "retrying within the slot",
       );
       this.arm(ticker, retryAt, "retry");

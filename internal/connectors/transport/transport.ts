@@ -15,7 +15,6 @@ import {
 } from "./error-rules.js";
 import {
   HttpClient,
-  type HttpClientOptions,
   type HttpResponse,
   type RequestEvent,
   type SendOptions,
@@ -33,16 +32,21 @@ import { classifyStatus, parseRetryAfter, retryReason, runWithRetries } from "./
 
 export interface TransportOptions {
   supplier: string;
+  /** Validated connector file. */
   definition: ConnectorDefinition;
+  /** Folder of the connector files; relative secret files are resolved against it. */
   connectorsDir: string;
+  /** Reads secret env vars named by the connector file. */
   readSecretEnv: (name: string) => string | undefined;
   /** The app's redaction registry: credentials register what they resolve, messages are scrubbed with it. */
   secrets: SecretRegistry;
   log: Logger;
   metrics: Metrics;
+  /** Time source of the rate limiter, backoff, deadlines and token lifetimes. */
   clock: Clock;
+  /** Jitter source in [0, 1). */
   random: () => number;
-  /** Told of every HTTP request (`preview`). */
+  /** Told of every HTTP request sent, secrets redacted (`preview`). */
   observer?: (event: RequestEvent) => void;
 }
 
@@ -94,27 +98,8 @@ export class Transport {
 
   constructor(readonly options: TransportOptions) {
     const def = options.definition;
-    const httpOptions: HttpClientOptions = {
-      supplier: options.supplier,
-      definition: def,
-      metrics: options.metrics,
-      clock: options.clock,
-      secrets: options.secrets,
-    };
-    if (options.observer) httpOptions.observer = options.observer;
-    this.http = new HttpClient(httpOptions);
-    this.auth = createAuthenticator({
-      supplier: options.supplier,
-      auth: def.auth,
-      baseUrl: def.baseUrl,
-      sources: {
-        connectorsDir: options.connectorsDir,
-        readSecretEnv: options.readSecretEnv,
-        secrets: options.secrets,
-      },
-      clock: options.clock,
-      metrics: options.metrics,
-    });
+    this.http = new HttpClient(options);
+    this.auth = createAuthenticator({ ...options, auth: def.auth, baseUrl: def.baseUrl, sources: options });
     const conditions = [...this.auth.expiredWhen, ...def.errors];
     this.passStatuses = conditionStatuses(conditions);
     this.conditionsNeedBody = needsBody(conditions);
