@@ -2,6 +2,7 @@
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { forcedTick, tickDeps } from "../../test/helpers/tick.js";
+import { ManualClock } from "../platform/clock.js";
 import { IngestionError } from "../platform/errors.js";
 import { startSimulator } from "../simulator/index.js";
 import type { SimSessionAuth, Simulator, SimulatorSupplierOptions } from "../simulator/types.js";
@@ -16,8 +17,16 @@ const env: Record<string, string> = {
 };
 const readSecretEnv = (name: string) => env[name];
 
-async function simulator(t: Tap, name: string, options: SimulatorSupplierOptions): Promise<Simulator> {
-  const sim = await startSimulator({ suppliers: { [name]: options } });
+async function simulator(
+  t: Tap,
+  name: string,
+  options: SimulatorSupplierOptions,
+  clock?: ManualClock,
+): Promise<Simulator> {
+  const sim = await startSimulator({
+    suppliers: { [name]: options },
+    ...(clock ? { clock: () => clock.now() } : {}),
+  });
   t.teardown(() => sim.close());
   return sim;
 }
@@ -117,14 +126,20 @@ t.test("session: the token is reused across walks, renewed after 90 % of ttlMs",
   for (let i = 0; i < 3; i++) await collectPages(c.connector, walkContext(c.log));
   t.equal(sim.stats("etm").logins, 1, "three walks, one login");
 
-  const sim2 = await simulator(t, "etm", etmSim());
-  // ttlMs 2 s: the renewed token must outlive the second walk (90 % of it: 1.8 s) on a
-  // loaded machine; with 300 ms a slow second walk renewed twice (seen in CI).
-  const short = buildConnector(t, etmDefinition(sim2.baseUrl("etm"), { ttlMs: 2_000 }), { readSecretEnv });
+  // The connector (and the simulator) on a manual clock: time passes only when the test
+  // says so, however slow the walks are. ttlMs 2 s, so renewal is due 1.8 s after the login.
+  const clock = new ManualClock(Date.now());
+  const sim2 = await simulator(t, "etm", etmSim(), clock);
+  const short = buildConnector(t, etmDefinition(sim2.baseUrl("etm"), { ttlMs: 2_000 }), {
+    readSecretEnv,
+    clock,
+  });
   await collectPages(short.connector, walkContext(short.log));
-  // The login happened before this point: 1.85 s on, it is past 90 % of its ttlMs.
-  await new Promise((r) => setTimeout(r, 1_850));
   t.equal(sim2.stats("etm").logins, 1, "one login before the wait");
+  await clock.advance(1_799);
+  await collectPages(short.connector, walkContext(short.log));
+  t.equal(sim2.stats("etm").logins, 1, "1 ms short of 90 % of ttlMs, the token is reused");
+  await clock.advance(51);
   await collectPages(short.connector, walkContext(short.log));
   t.equal(sim2.stats("etm").logins, 2, "renewed once 90 % of ttlMs had passed");
   t.equal(sim2.stats("etm").expiredRequests, 0, "renewed before any expiry");
@@ -331,12 +346,21 @@ t.test("oauth2: renewed once on a 401 mid-walk, in the form or with HTTP Basic",
 });
 
 t.test("oauth2: the token is cached until 90 % of expires_in", async (t) => {
-  const sim = await simulator(t, "se", oauthSim({ expiresInSeconds: 1 }));
-  const c = buildConnector(t, oauthDefinition(sim.baseUrl("se")), { readSecretEnv: (n) => oauthEnv[n] });
+  // One manual clock for the connector and the simulator (which refuses the token 1 s after
+  // issuing it): 920 ms on is past 90 % of expires_in, still before the server's expiry.
+  const clock = new ManualClock(Date.now());
+  const sim = await simulator(t, "se", oauthSim({ expiresInSeconds: 1 }), clock);
+  const c = buildConnector(t, oauthDefinition(sim.baseUrl("se")), {
+    readSecretEnv: (n) => oauthEnv[n],
+    clock,
+  });
   await collectPages(c.connector, walkContext(c.log));
   await collectPages(c.connector, walkContext(c.log));
   t.equal(sim.stats("se").logins, 1, "cached across walks");
-  await new Promise((r) => setTimeout(r, 920));
+  await clock.advance(899);
+  await collectPages(c.connector, walkContext(c.log));
+  t.equal(sim.stats("se").logins, 1, "1 ms short of 90 % of expires_in, the token is reused");
+  await clock.advance(21);
   await collectPages(c.connector, walkContext(c.log));
   t.equal(sim.stats("se").logins, 2, "renewed after 90 % of expires_in");
   t.equal(sim.stats("se").expiredRequests, 0, "before the server refused it");

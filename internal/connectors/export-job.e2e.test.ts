@@ -247,9 +247,16 @@ t.test("polling honours the walk's signal: an abort ends the wait at once", asyn
   );
   const stop = new AbortController();
   const reason = new Error("shutdown");
-  setTimeout(() => stop.abort(reason), 300);
   const started = Date.now();
-  const err = await collectPages(c.connector, walkContext(c.log, stop.signal)).catch((e: unknown) => e);
+  const walking = collectPages(c.connector, walkContext(c.log, stop.signal)).catch((e: unknown) => e);
+  // Aborted once the walk waits for its next poll (the first answered "not ready").
+  const deadline = Date.now() + 10_000;
+  while (!c.lines.some((l) => l.includes("export job not ready yet"))) {
+    if (Date.now() > deadline) throw new Error("timed out waiting for the walk to wait for its next poll");
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  stop.abort(reason);
+  const err = await walking;
   t.equal(err, reason, "the walk ends with the signal's reason");
   t.ok(Date.now() - started < 2_000, "without waiting for the next poll");
   t.equal(sim.exportJobs("etm-abort")[0]?.polls, 1);

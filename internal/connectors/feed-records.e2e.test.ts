@@ -333,18 +333,34 @@ t.test("back-pressure: a consumer that pauses holds the download, not the file",
     compression: "none" as const,
     zipEntry: undefined,
   };
+  // The bytes taken from the body as they are taken (stats.rawBytes is updated only between steps).
+  let taken = 0;
+  const body = res.body;
+  const counted = (async function* () {
+    for await (const chunk of body) {
+      taken += (chunk as Buffer).length;
+      yield chunk as Buffer;
+    }
+  })();
   const reading = readFeed(
-    res.body,
+    counted,
     { format: formatSchema.parse({ ...YML, pageSize: 100 }), maxBytes: 1e9 },
     stats,
   );
   const first = await reading.next();
   t.equal(first.done, false);
-  await new Promise((r) => setTimeout(r, 300));
+  // The pause has reached the socket: no stage takes more, so the body's own buffer fills
+  // up (a reader that went on reading would drain the body to its end instead).
+  const deadline = Date.now() + 10_000;
+  while (body.readableLength < body.readableHighWaterMark && !body.readableEnded) {
+    if (Date.now() > deadline) throw new Error("timed out waiting for the body's buffer to fill or end");
+    await new Promise((r) => setTimeout(r, 5));
+  }
   // While the consumer sits on its first step, only the stages' buffers (tens of kB
   // each) have been read from the socket, a small part of the 1.7 MB file.
-  const paused = stats.rawBytes;
+  const paused = taken;
   t.ok(paused < 400_000, `${paused} bytes read while paused`);
+  t.notOk(body.readableEnded, "the body is held, not read to its end");
   let records = first.value ? first.value.records.length : 0;
   for (;;) {
     const next = await reading.next();

@@ -33,6 +33,21 @@ const owner = { hostname: "test", pid: 1, bootId: "b" };
 const D: LeaseDeadlines = leaseDeadlines(3_000);
 const TTL_MS = 3_000;
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `check` every 20 ms until it holds; fails naming `what` after `timeoutMs`. */
+async function until(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
 async function proxied(t: Test): Promise<{ proxy: TcpProxy; pool: pg.Pool; direct: pg.Pool }> {
   const url = await createTestDatabase(t);
   const u = new URL(url);
@@ -261,7 +276,9 @@ t.test("table lease: a step COMMIT held by the cut never lands after a takeover"
   });
   t.ok(a);
   // The step writes, then the network goes silent just before its COMMIT leaves.
+  let holderPid = 0;
   const step = inTransaction(a!.client, async (tx) => {
+    holderPid = (await tx.query("select pg_backend_pid() as pid")).rows[0].pid;
     await tx.query("insert into fence_probe values (1)");
     proxy.freeze();
   }).then(
@@ -280,15 +297,20 @@ t.test("table lease: a step COMMIT held by the cut never lands after a takeover"
     if (!b) await new Promise((r) => setTimeout(r, 200));
   }
   t.ok(b, "another holder took the lease over");
+  t.ok(holderPid > 0, "the step ran on the holder's session");
+  t.equal(proxy.open, 1, "the cut connection is still open, holding the COMMIT");
   proxy.heal();
-  // Whatever the heal delivers now (the held COMMIT) must not write: poll a while.
-  const until = Date.now() + 1_500;
-  while (Date.now() < until) {
-    const { rows } = await direct.query("select count(*)::int as n from fence_probe");
-    t.equal(rows[0].n, 0, "nothing of the cut-off holder was written");
-    if (rows[0].n !== 0) break;
-    await new Promise((r) => setTimeout(r, 250));
-  }
+  // Whatever the heal delivers (the held COMMIT) must not write. First the heal has
+  // delivered it (the cut connection has passed on what it held, and closed) and the
+  // session it was for has ended: anything that session committed would show by then.
+  await until(() => proxy.open === 0, "the healed connection to deliver what it held and close");
+  await until(
+    async () =>
+      (await direct.query("select 1 from pg_stat_activity where pid = $1", [holderPid])).rowCount === 0,
+    "the cut-off holder's session to end",
+  );
+  const { rows } = await direct.query("select count(*)::int as n from fence_probe");
+  t.equal(rows[0].n, 0, "nothing of the cut-off holder was written");
   await a!.release();
   await b?.release();
 });
@@ -298,6 +320,16 @@ t.test(
   async (t) => {
     const { proxy, pool } = await proxied(t);
     await pool.query("select 1"); // one idle pooled connection, on the network about to go silent
+    const removed = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error("the destroyed connection was not removed within 10 s")),
+        10_000,
+      );
+      pool.once("remove", () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
     proxy.freeze();
     const started = Date.now();
     const err = await withPooledDeadline(pool, 500, "a renewal", (c) => c.query("select 1")).then(
@@ -308,8 +340,9 @@ t.test(
     t.type(err, StatementDeadlineError, "rejected with the deadline's error");
     t.match(String((err as Error).message), /a renewal: no answer to a statement within 500 ms/);
     t.ok(after < 1_500, `after ${after} ms`);
-    // The destroyed connection reports its end on the client: that must not be an uncaught exception.
-    await new Promise((r) => setTimeout(r, 100));
+    // The destroyed connection reports its end on the client: that must not be an uncaught
+    // exception. The pool removes the connection once it has ended.
+    await removed;
     t.equal(pool.totalCount - pool.idleCount, 0, "nothing left checked out");
     proxy.heal();
     t.same((await pool.query("select 1 as one")).rows, [{ one: 1 }], "the pool works after the heal");
@@ -358,7 +391,18 @@ t.test(
         settled = true;
       },
     );
-    await new Promise((r) => setTimeout(r, 1_200));
+    // The waiting migrator, seen from the server: its transaction polling the lock.
+    const polling = async (forMs: number) =>
+      (
+        await direct.query(
+          `select 1 from pg_stat_activity
+            where datname = current_database() and pid <> pg_backend_pid()
+              and query like '%pg_try_advisory_xact_lock%'
+              and clock_timestamp() - xact_start > $1 * interval '1 millisecond'`,
+          [forMs],
+        )
+      ).rowCount === 1;
+    await until(async () => settled || (await polling(1_200)), "the migrator to poll the lock for 1.2 s");
     t.notOk(settled, "still waiting for the lock after 1.2 s (> the 500 ms deadline)");
     await other.query("commit");
     await waiting;
@@ -372,7 +416,8 @@ t.test(
       () => undefined,
       (e: unknown) => e,
     );
-    await new Promise((r) => setTimeout(r, 600));
+    // Cut once it is waiting (polling the lock) on its connection.
+    await until(() => polling(0), "the migrator to poll the lock again");
     proxy.freeze();
     const err = await cut;
     const after = Date.now() - started;

@@ -24,6 +24,24 @@ const options = (ttlMs: number, pid = 1): TableLeaseOptions => ({
   log,
 });
 
+/** Polls `check` every 50 ms until it holds; fails naming `what` after `timeoutMs`. */
+async function until(check: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** Whether the lease row has expired by the database's clock (what a takeover goes by). */
+async function expired(db: pg.Pool | pg.PoolClient, supplier: string): Promise<boolean> {
+  const { rows } = await db.query(
+    "select expires_at < clock_timestamp() as expired from ingestion_leases where supplier = $1",
+    [supplier],
+  );
+  return rows[0]?.expired === true;
+}
+
 async function leaseRow(pool: pg.Pool, supplier: string) {
   const { rows } = await pool.query(
     "select holder, token::int as token, expires_at > now() as live from ingestion_leases where supplier = $1",
@@ -67,11 +85,16 @@ t.test("an unrenewed lease is taken over after its TTL; the old holder is fenced
   t.ok(a);
   const startedAt = Date.now();
   let b = null;
-  while (!b) {
+  while (!b && Date.now() - startedAt < 10_000) {
     b = await acquireTableLease(pool, "etm", options(ttlMs, 2));
     if (!b) await sleep(50);
   }
   const waited = Date.now() - startedAt;
+  if (!b) {
+    await a!.release();
+    t.fail("the unrenewed lease was not taken over within 10 s");
+    return;
+  }
   t.ok(waited >= ttlMs - 50 && waited < ttlMs + 500, `taken over after ${waited} ms (TTL ${ttlMs})`);
   t.equal((await leaseRow(pool, "etm"))?.token, 2);
 
@@ -102,25 +125,49 @@ t.test("renewal keeps the lease past its TTL; a renewal after a takeover loses i
   const ttlMs = 900;
   const a = await acquireTableLease(pool, "etm", options(ttlMs, 1));
   t.equal(a?.renewEveryMs, 300, "renewed every third of the TTL");
-  for (let i = 0; i < 8; i++) {
-    await sleep(a!.renewEveryMs!);
+  const expiresAt = async () =>
+    (await pool.query("select expires_at::text as at from ingestion_leases where supplier = 'etm'")).rows[0]
+      .at as string;
+  const acquiredExpiry = await expiresAt();
+  let previous = acquiredExpiry;
+  let b: Awaited<ReturnType<typeof acquireTableLease>> = null;
+  try {
+    for (let i = 0; i < 8; i++) {
+      await sleep(a!.renewEveryMs!); // the run heartbeat's period
+      const before = (await pool.query("select clock_timestamp()::text as at")).rows[0].at as string;
+      await a!.renew!();
+      // The renewal seen in the table first: expires_at moved forward, to one TTL after the renewal.
+      const { rows } = await pool.query(
+        `select expires_at::text as at, expires_at > $1::timestamptz as moved,
+              expires_at >= $2::timestamptz + $3 * interval '1 millisecond'
+          and expires_at <= clock_timestamp() + $3 * interval '1 millisecond' as one_ttl
+         from ingestion_leases where supplier = 'etm'`,
+        [previous, before, ttlMs],
+      );
+      t.ok(rows[0].moved && rows[0].one_ttl, `renewal ${i + 1} moved expires_at one TTL ahead`);
+      previous = rows[0].at;
+      t.equal(
+        await acquireTableLease(pool, "etm", options(ttlMs, 2)),
+        null,
+        `still held after ${i + 1} renewals`,
+      );
+    }
+    const { rows: past } = await pool.query("select clock_timestamp() > $1::timestamptz as past", [
+      acquiredExpiry,
+    ]);
+    t.ok(past[0].past, "held past the expiry it was acquired with");
+    t.notOk(a!.lost);
+    await inTransaction(a!.client, (tx) => tx.query("select 1"));
+    t.pass("a renewed holder's transactions pass the fence");
+    await until(() => expired(pool, "etm"), "the lease to expire once renewals stopped");
+    b = await acquireTableLease(pool, "etm", options(ttlMs, 2));
+    t.ok(b, "taken over once renewals stop");
     await a!.renew!();
-    t.equal(
-      await acquireTableLease(pool, "etm", options(ttlMs, 2)),
-      null,
-      `still held after ${i + 1} renewals`,
-    );
+    t.ok(a!.lost, "the old holder's next renewal finds the token gone");
+  } finally {
+    await a!.release();
+    await b?.release();
   }
-  t.notOk(a!.lost);
-  await inTransaction(a!.client, (tx) => tx.query("select 1"));
-  t.pass("a renewed holder's transactions pass the fence");
-  await sleep(ttlMs + 100);
-  const b = await acquireTableLease(pool, "etm", options(ttlMs, 2));
-  t.ok(b, "taken over once renewals stop");
-  await a!.renew!();
-  t.ok(a!.lost, "the old holder's next renewal finds the token gone");
-  await a!.release();
-  await b!.release();
 });
 
 t.test("a takeover waits for the holder's open step transaction, which commits first", async (t) => {
@@ -128,31 +175,67 @@ t.test("a takeover waits for the holder's open step transaction, which commits f
   const ttlMs = 1_000;
   const a = await acquireTableLease(pool, "etm", options(ttlMs, 1));
   const order: string[] = [];
-  await sleep(700);
-  // Fenced while live; the lease expires while the step is still open (for less than the TTL).
+  let taking: Promise<Awaited<ReturnType<typeof acquireTableLease>>> | undefined;
+  // Fenced while live; the lease expires while the step is still open (and working: a step
+  // idle in its transaction for the TTL would be ended by the server).
   const step = inTransaction(a!.client, async (tx) => {
-    await sleep(600);
+    const { rows } = await tx.query("select pg_backend_pid() as pid");
+    const stepPid = rows[0].pid as number;
+    await until(
+      async () =>
+        (
+          await tx.query(
+            "select expires_at < clock_timestamp() as expired from ingestion_leases where supplier = 'etm'",
+          )
+        ).rows[0].expired === true,
+      "the lease to expire while the step is open",
+    );
+    taking = acquireTableLease(pool, "etm", options(ttlMs, 2)).then((b) => {
+      order.push("taken over");
+      return b;
+    });
+    // The takeover is under way and waits for this step's row lock.
+    await until(async () => {
+      await tx.query("select 1");
+      const { rows } = await pool.query(
+        "select count(*)::int as n from pg_stat_activity where $1 = any(pg_blocking_pids(pid))",
+        [stepPid],
+      );
+      return rows[0].n > 0;
+    }, "the takeover to wait for the step's row lock");
     await tx.query(
       "insert into ingestion_leases (supplier, holder, token, expires_at) values ('x', 'a', 1, now())",
     );
     order.push("step committed");
   });
-  await sleep(400);
-  const b = await acquireTableLease(pool, "etm", options(ttlMs, 2));
-  order.push("taken over");
-  await step;
-  t.ok(b, "the takeover succeeded after the step");
-  t.same(order, ["step committed", "taken over"]);
-  await a!.release();
-  await b!.release();
+  try {
+    await step;
+    t.ok(await taking, "the takeover succeeded after the step");
+    t.same(order, ["step committed", "taken over"]);
+  } finally {
+    // Also when a wait above timed out: a connection left checked out would hold the pool's end.
+    await step.catch(() => {});
+    await a!.release();
+    await (await taking)?.release();
+  }
 });
 
 t.test("a holder paused inside a step transaction past the TTL is cut off by the server", async (t) => {
   const pool = testPool(t, await createTestDatabase(t), 6);
   const ttlMs = 1_000;
   const a = await acquireTableLease(pool, "etm", options(ttlMs, 1));
+  // The pause ends once another holder has taken over; without a takeover, after 5 s (far
+  // past the TTL, and before the takeover's own statement deadline).
+  let resume = () => {};
+  const paused = new Promise<void>((r) => {
+    const timer = setTimeout(r, 5_000);
+    resume = () => {
+      clearTimeout(timer);
+      r();
+    };
+  });
   const step = inTransaction(a!.client, async (tx) => {
-    await sleep(ttlMs + 1_000);
+    await paused;
     await tx.query(
       "insert into ingestion_leases (supplier, holder, token, expires_at) values ('x', 'a', 1, now())",
     );
@@ -162,12 +245,19 @@ t.test("a holder paused inside a step transaction past the TTL is cut off by the
   );
   const startedAt = Date.now();
   let b = null;
-  while (!b) {
+  while (!b && Date.now() - startedAt < 10_000) {
     b = await acquireTableLease(pool, "etm", options(ttlMs, 2));
     if (!b) await sleep(50);
   }
   const waited = Date.now() - startedAt;
-  t.ok(waited < ttlMs + 800, `taken over after ${waited} ms, not after the pause ends`);
+  resume();
+  if (!b) {
+    await step;
+    await a!.release();
+    t.fail("the paused holder's lease was not taken over within 10 s");
+    return;
+  }
+  t.ok(waited < ttlMs + 800, `taken over after ${waited} ms, while the holder is still paused`);
   t.match(await step, /^failed/, "the paused step did not commit");
   t.ok(a!.lost, "the paused holder's lease is lost");
   const { rows } = await pool.query("select count(*)::int as n from ingestion_leases where supplier = 'x'");

@@ -108,12 +108,18 @@ t.test("a hung database does not hang probes, and stop() cuts in-flight requests
   t.ok(elapsed < 2_000, `answered in ${Math.round(elapsed)} ms`);
 
   // A second server whose bound is long: its request is in flight when stop() comes.
-  const slow = await startServer(t, await hungDatabasePool(t), { databaseTimeoutMs: 60_000 });
+  const hung = await hungDatabasePool(t);
+  const slow = await startServer(t, hung, { databaseTimeoutMs: 60_000 });
   const inFlight = fetchLocal(slow.port, "/readyz", { timeoutMs: 10_000 }).then(
     () => "answered",
     (err: Error) => err.message,
   );
-  await new Promise((r) => setTimeout(r, 100));
+  // In flight: the server is handling it, waiting on the hung database (a connection asked for).
+  const deadline = Date.now() + 10_000;
+  while (hung.totalCount === 0) {
+    if (Date.now() > deadline) throw new Error("timed out waiting for the probe to reach the database");
+    await new Promise((r) => setTimeout(r, 5));
+  }
   const stopStarted = performance.now();
   await slow.server.stop();
   t.ok(performance.now() - stopStarted < 1_000, "stop does not wait for the hung request");
