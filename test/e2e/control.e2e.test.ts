@@ -2,9 +2,11 @@
 // once, by one of three replicas, within 5 s; a pause reaches every replica (readiness, metrics), makes
 // a walk in progress stop at its step boundary (PAUSED, nothing delisted) and holds triggers until
 // resume; the CLI names an unknown supplier (exit 2).
+import pg from "pg";
 import t from "tap";
+import { pauseSupplier, resumeSupplier } from "../../internal/control/controls.js";
 import { startSimulator } from "../../internal/simulator/index.js";
-import { baseEnv, runCli, startCli } from "../helpers/cli.js";
+import { baseEnv, type CliProcess, runCli, startCli } from "../helpers/cli.js";
 import { createTestDatabase } from "../helpers/db.js";
 import { connectorsDir, query, simConnector, until } from "../helpers/fixtures.js";
 
@@ -19,13 +21,17 @@ interface RunRow {
 t.test("three daemons: trigger, pause mid-walk, trigger while paused, resume", async (t) => {
   const url = await createTestDatabase(t);
   const sim = await startSimulator({
-    suppliers: { acme: { size: 3_000, pageSize: 100 } },
+    suppliers: { acme: { size: 3_000, pageSize: 100 }, beta: { size: 10 } },
   });
   t.teardown(() => sim.close());
-  const dir = connectorsDir({ acme: simConnector(sim.baseUrl("acme"), { timeouts: { runMs: 120_000 } }) });
+  // beta is only a witness: its pause and resume show when each replica's watcher has polled.
+  const dir = connectorsDir({
+    acme: simConnector(sim.baseUrl("acme"), { timeouts: { runMs: 120_000 } }),
+    beta: simConnector(sim.baseUrl("beta")),
+  });
   const env = baseEnv({
     DATABASE_URL: url,
-    SUPPLIER_SYNC_SUPPLIERS: "acme:1h",
+    SUPPLIER_SYNC_SUPPLIERS: "acme:1h,beta:1h",
     SUPPLIER_SYNC_CONNECTORS_DIR: dir,
   });
   const cliEnv = baseEnv({ DATABASE_URL: url });
@@ -37,7 +43,10 @@ t.test("three daemons: trigger, pause mid-walk, trigger while paused, resume", a
     }),
   );
   const runs = () =>
-    query<RunRow>(url, "select id::text, trigger, state, error_code, pages from ingestion_runs order by id");
+    query<RunRow>(
+      url,
+      "select id::text, trigger, state, error_code, pages from ingestion_runs where supplier = 'acme' order by id",
+    );
   await until(async () => (await runs()).some((r) => r.state === "succeeded"), 30_000, "the catch-up walk");
 
   // Trigger: served once within 5 s, by one replica, as a manual run.
@@ -104,15 +113,34 @@ t.test("three daemons: trigger, pause mid-walk, trigger while paused, resume", a
     t.match(metrics, /ingestion_supplier_paused\{supplier="acme"\} 1/);
   }
 
-  // A trigger while paused waits: nothing runs over three watcher polls.
+  // A trigger while paused waits: nothing runs over three watcher polls of every replica.
+  // A poll is seen by what it logs about beta, paused, resumed and paused again after the
+  // request: each replica logs each change on its next poll, which also reads the request.
   sim.setFaults("acme", {});
   const waiting = await runCli(t, ["trigger", "acme"], cliEnv);
   t.match(waiting.stdout, /acme is paused: it waits for resume/);
   const before = (await runs()).length;
-  const deadline = Date.now() + 6_000;
-  while (Date.now() < deadline) {
-    if ((await runs()).length !== before) break;
-    await new Promise((r) => setTimeout(r, 500));
+  const betaLines = (d: CliProcess, msg: string) =>
+    d.logs().filter((l) => l.supplier === "beta" && String(l.msg).startsWith(msg)).length;
+  const steps = [
+    { command: "pause", msg: "supplier paused", lines: 1 },
+    { command: "resume", msg: "supplier resumed", lines: 1 },
+    { command: "pause", msg: "supplier paused", lines: 2 },
+  ];
+  const witness = new pg.Client({ connectionString: url });
+  await witness.connect();
+  try {
+    for (const [i, { command, msg, lines }] of steps.entries()) {
+      if (command === "pause") await pauseSupplier(witness, { supplier: "beta", by: "test" });
+      else t.ok(await resumeSupplier(witness, "beta"), "beta resumed");
+      await until(
+        () => daemons.every((d) => betaLines(d, msg) >= lines),
+        10_000,
+        `watcher poll ${i + 1} after the request: every replica logging "${msg}" for beta`,
+      );
+    }
+  } finally {
+    await witness.end();
   }
   t.equal((await runs()).length, before, "no run while paused, over three watcher polls");
   const pending = await query<{ n: number }>(

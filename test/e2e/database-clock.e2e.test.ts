@@ -1,15 +1,14 @@
 // docs/architecture.md, Scheduler, issue 19: slots follow the database's clock. Two real daemons whose host
 // clocks are 90 s apart (SUPPLIER_SYNC_TEST_CLOCK_SKEW: -45 s and +45 s) share two
-// suppliers with 6 s and 8 s slots for ~44 s: each slot is walked once, by one of them,
+// suppliers with 6 s and 8 s slots until each has five slots walked (at most 44 s): each slot is walked once, by one of them,
 // and every run's slot_start is on the database's grid.
 import t from "tap";
 import { startSimulator } from "../../internal/simulator/index.js";
 import { assertInvariants } from "../chaos/helpers/invariants.js";
-import { baseEnv, startCli } from "../helpers/cli.js";
+import { baseEnv, type CliProcess, startCli } from "../helpers/cli.js";
 import { createTestDatabase } from "../helpers/db.js";
-import { connectorsDir, query, simConnector } from "../helpers/fixtures.js";
+import { connectorsDir, query, simConnector, until } from "../helpers/fixtures.js";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // Slots of 6 s and 8 s: a tick fires at most a tenth of its interval into the slot, so
 // it has 5–7 s to start inside it even when the host is starved. With 2 s and 4 s slots,
 // local CI runs (two test suites at once on 2 cores) twice saw one slot with no run at
@@ -51,7 +50,20 @@ t.test("two daemons 90 s apart: one walk per slot, every slot on the database's 
     Math.abs((warnings[1]?.offset_ms as number) + 45_000) < 100,
     `the daemon 45 s ahead measured ${warnings[1]?.offset_ms} ms and warned`,
   );
-  await sleep(44_000);
+  // Until each supplier has five slots with a success and both daemons have walked (their
+  // tick lines name the supplier and the slot): within the 44 s the daemons used to be given.
+  const slotsWalked = (supplier: string) =>
+    new Set(
+      [...behind.logs(), ...ahead.logs()]
+        .filter((l) => l.outcome === "success" && l.supplier === supplier)
+        .map((l) => l.slot),
+    ).size;
+  const walked = (d: CliProcess) => d.logs().some((l) => l.outcome === "success");
+  await until(
+    () => SUPPLIERS.every((s) => slotsWalked(s.name) >= 5) && walked(behind) && walked(ahead),
+    44_000,
+    "five slots with a success per supplier, and a success of each daemon",
+  );
   behind.child.kill("SIGTERM");
   ahead.child.kill("SIGTERM");
   t.equal(await behind.exited(20_000), 0, "the daemon behind exits 0");

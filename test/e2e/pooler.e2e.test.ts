@@ -8,13 +8,12 @@
 import t, { type Test } from "tap";
 import { type SimulatorWalk, startSimulator } from "../../internal/simulator/index.js";
 import { assertInvariants } from "../chaos/helpers/invariants.js";
-import { baseEnv, runCli, startCli } from "../helpers/cli.js";
+import { baseEnv, type CliProcess, runCli, startCli } from "../helpers/cli.js";
 import { createTestDatabase } from "../helpers/db.js";
-import { connectorsDir, query, simConnector } from "../helpers/fixtures.js";
+import { connectorsDir, query, simConnector, until } from "../helpers/fixtures.js";
 import { pgbouncerMissing, startPgBouncer } from "../helpers/pgbouncer.js";
 
 const HOUR = 3_600_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Pairs of walks that were in progress at the same time. */
 function overlaps(walks: SimulatorWalk[]): number {
@@ -116,9 +115,18 @@ t.test("behind PgBouncer", { skip: pgbouncerMissing() }, async (t) => {
       SUPPLIER_SYNC_LEASE_TTL: "5s",
     });
     const a = startCli(t, [], env);
-    await sleep(1_000);
+    // Within 16 s of a's start: b running beside a, four walks done, and each daemon through
+    // three ticks (its catch-up and two slots raced for the lease).
+    const deadline = Date.now() + 16_000;
+    await a.waitForLog((l) => l.msg === "scheduler started", 16_000);
     const b = startCli(t, [], env);
-    await sleep(15_000);
+    const ticks = (d: CliProcess) => d.logs().filter((l) => typeof l.outcome === "string").length;
+    const successes = () => [...a.logs(), ...b.logs()].filter((l) => l.outcome === "success").length;
+    await until(
+      () => successes() >= 4 && ticks(a) >= 3 && ticks(b) >= 3,
+      deadline - Date.now(),
+      "four successes and three ticks of each daemon within 16 s of the first start",
+    );
     a.child.kill("SIGTERM");
     b.child.kill("SIGTERM");
     t.equal(await a.exited(20_000), 0, "daemon A exits 0");
