@@ -207,6 +207,8 @@ export interface RunSession {
    */
   start(input: {
     slotStart: Date;
+    /** The database time the slot was read at: the run's `started_at`, inside its slot (now() when absent). */
+    startedAt?: Date;
     trigger: RunTrigger;
     owner: RunOwner;
     guards: GuardSettings | null;

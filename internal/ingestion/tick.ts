@@ -165,7 +165,8 @@ async function tickUnderLease(
     }
     const trigger: RunTrigger = manual ? "manual" : req.force ? "forced" : req.trigger;
     const guards = req.connector.kind === "ok" ? req.connector.guards : null;
-    const runId = await session.start({ slotStart, trigger, owner: deps.owner, guards });
+    const startedAt = new Date(Math.floor(dbNow));
+    const runId = await session.start({ slotStart, startedAt, trigger, owner: deps.owner, guards });
     const runLog = log.child({ run_id: runId });
     if (manual) runLog.info({ trigger_id: await session.claimTrigger() }, "serving a trigger request");
     if (req.connector.kind !== "ok") {

@@ -128,14 +128,15 @@ export function openRunSession(lease: Lease, options: RunSessionOptions): RunSes
     isDue: async (slotStart) => !(await classified(() => hasCompleteWalkInSlot(db, supplier, slotStart))),
     async start(input: {
       slotStart: Date;
+      startedAt?: Date;
       trigger: RunTrigger;
       owner: RunOwner;
       guards: GuardSettings | null;
     }) {
       if (runId !== undefined) throw new Error(`the run session already started run ${runId}`);
       guards = input.guards;
-      const { slotStart, trigger, owner } = input;
-      const id = await classified(() => startRun(db, { supplier, slotStart, trigger, owner }));
+      const { slotStart, startedAt, trigger, owner } = input;
+      const id = await classified(() => startRun(db, { supplier, slotStart, startedAt, trigger, owner }));
       runId = id;
       log = log.child({ run_id: id });
       heartbeat = startHeartbeat(session, lease, options);

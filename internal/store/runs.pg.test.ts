@@ -63,6 +63,26 @@ t.test("startRun writes a running row with owner, slot and trigger; heartbeat re
   t.same(rows[0], { state: "running", trigger: "tick_once", owner: OWNER, slot_start: SLOT, fresh: true });
 });
 
+t.test("startRun's started_at is the time the slot was read when given, else now()", async (t) => {
+  const { pool, client } = await setup(t);
+  // A tick that read its slot 1 ms before the slot's end records that time, not its insert's now().
+  const readAt = new Date(SLOT.getTime() + 3_599_999);
+  const given = await startRun(client, {
+    supplier: "etm",
+    slotStart: SLOT,
+    startedAt: readAt,
+    trigger: "schedule",
+    owner: OWNER,
+  });
+  const absent = await run(client);
+  const { rows } = await pool.query<{ id: string; started_at: Date; recent: boolean }>(
+    "select id, started_at, started_at > now() - interval '1 minute' as recent from ingestion_runs where id = any($1) order by id",
+    [[given, absent]],
+  );
+  t.same(rows[0]?.started_at, readAt, "the slot's read time");
+  t.equal(rows[1]?.recent, true, "now() when absent");
+});
+
 t.test("recovery closes abandoned runs from their committed steps", async (t) => {
   const { pool, client } = await setup(t);
   const withSteps = await run(client);

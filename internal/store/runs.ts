@@ -164,18 +164,29 @@ export async function hasCompleteWalkInSlot(
   return rows[0]?.found === true;
 }
 
-/** Inserts the run row `running` with its owner, slot and trigger, before the first request. Returns its id. */
+/**
+ * Inserts the run row `running` with its owner, slot and trigger, before the first request.
+ * `started_at` is `startedAt` when given (the database time the tick read its slot at, so
+ * a run decided just before a slot boundary does not start after its slot ends), else now().
+ * Returns its id.
+ */
 export async function startRun(
   db: Queryable,
-  input: { supplier: string; slotStart: Date; trigger: RunTrigger; owner: RunOwner },
+  input: {
+    supplier: string;
+    slotStart: Date;
+    startedAt?: Date | undefined;
+    trigger: RunTrigger;
+    owner: RunOwner;
+  },
 ): Promise<number> {
   const owner = { hostname: input.owner.hostname, pid: input.owner.pid, bootId: input.owner.bootId };
   const { rows } = await inTransaction(db, (tx) =>
     tx.query<{ id: string }>(
-      `insert into ingestion_runs (supplier, slot_start, trigger, state, owner)
-     values ($1, $2, $3, 'running', $4::jsonb)
+      `insert into ingestion_runs (supplier, slot_start, trigger, state, owner, started_at)
+     values ($1, $2, $3, 'running', $4::jsonb, coalesce($5::timestamptz, now()))
      returning id`,
-      [input.supplier, input.slotStart, input.trigger, JSON.stringify(owner)],
+      [input.supplier, input.slotStart, input.trigger, JSON.stringify(owner), input.startedAt ?? null],
     ),
   );
   const row = rows[0];
