@@ -167,6 +167,14 @@ t.test("a skipped overlap warns only when the walk ran a whole slot", async (t) 
   t.equal(overlap.length, 1, "its next slot's fire was skipped");
   t.equal(overlap[0]?.level, 30, "at info: the walk had not run a whole slot");
   t.ok((overlap[0]?.running_ms as number) < MIN, `running_ms ${overlap[0]?.running_ms}`);
+  // The skipped slot is not lost: it is ticked for when the late walk ends (20 s into it),
+  // and the slots after it at their offset.
+  const offset = slotOffsetOf("late", MIN);
+  t.same(
+    late.fired.map((f) => f.at),
+    [10 * HOUR + 50_000, 10 * HOUR + 80_000, 10 * HOUR + 2 * MIN + offset, 10 * HOUR + 3 * MIN + offset],
+    "the overlapped slot made up when the walk ended, then one tick per slot",
+  );
 
   // A walk of 150 s on 1-minute slots is slower than its schedule: a warning.
   lines.length = 0;
@@ -178,6 +186,11 @@ t.test("a skipped overlap warns only when the walk ran a whole slot", async (t) 
   await stopping;
   const warned = skips().filter((s) => s.level === 40);
   t.ok(warned.length >= 1, `${warned.length} warnings`);
+  const starts = slow.fired.map((f) => f.at);
+  t.ok(
+    starts.slice(1).every((at) => (at - 10 * HOUR) % MIN === slotOffsetOf("slow", MIN)),
+    `a walk slower than its schedule makes up nothing: every later tick at the slot's offset (${starts.map((a) => (a - 10 * HOUR) / 1000).join(", ")} s)`,
+  );
   t.ok(
     warned.every((s) => (s.running_ms as number) >= MIN),
     "each after the walk had run a whole slot",

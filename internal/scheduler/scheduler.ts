@@ -4,7 +4,10 @@
  * - Each supplier fires at a stable offset into each epoch-aligned slot.
  * - At start, a supplier with no success in the current slot ticks at once (catch-up).
  * - At most `maxConcurrentTicks` ticks run at once; a supplier whose previous tick is
- *   still running or waiting is skipped (`skipped_overlap`), never queued twice.
+ *   still running or waiting is skipped (`skipped_overlap`), never queued twice. A
+ *   tick fired late in its slot (catch-up, retry) that ran into the next slot fires
+ *   once more when it ends, for that slot, if it still lasts (the due gate decides); a
+ *   walk slower than its schedule makes up nothing.
  * - After `failed` / `partial` / `lease_lost`, a retry is armed within the slot with
  *   backoff (retryBackoffMs, doubling, capped at the interval); each retry is a new
  *   run with trigger `retry`. A complete walk held by a guard (`partial`, `GUARD`) is
@@ -55,6 +58,12 @@ interface Ticker {
   busy: boolean;
   /** When the running tick was fired, and how long the slot it fired in lasts. */
   running?: { sinceMs: number; slotMs: number };
+  /**
+   * The slot whose fire was skipped because a tick fired late in the previous slot was
+   * still running (not a walk slower than its schedule): made up when that tick ends,
+   * if the slot is still current.
+   */
+  overlappedSlot?: number;
   /** Consecutive failed ticks in the current slot (the retry backoff's exponent). */
   failures: AttemptsInSlot;
   /** Checks of a lease whose holder walks an earlier slot, in the current slot. */
@@ -169,6 +178,7 @@ export class Scheduler {
       ticker.busy = false;
       ticker.running = undefined;
       this.inFlight.delete(run);
+      this.makeUpOverlappedSlot(ticker);
     });
     this.inFlight.add(run);
   }
@@ -194,6 +204,7 @@ export class Scheduler {
         { supplier: supplier.name, outcome: "skipped_overlap", running_ms: runningMs },
         "previous tick has not completed; scheduled tick skipped",
       );
+      if (!slow) ticker.overlappedSlot = supplierSlotAt(this.options.clock.now(), supplier).startMs;
       this.arm(ticker, nextFireAt(this.options.clock.now(), supplier), "schedule");
       return;
     }
@@ -208,8 +219,29 @@ export class Scheduler {
       ticker.busy = false;
       ticker.running = undefined;
       this.inFlight.delete(run);
+      this.makeUpOverlappedSlot(ticker);
     });
     this.inFlight.add(run);
+  }
+
+  /**
+   * A tick fired late in its slot (a start-up catch-up, a retry) ran into the next slot
+   * and that slot's fire was skipped: fire for it now that the tick has ended, while the
+   * slot lasts (the due gate decides: `not_due` if another replica walked it). Left alone,
+   * the slot could go without a walk: the other replicas found the lease busy with a
+   * holder that, at that moment, was no longer behind. A walk slower than its schedule
+   * makes nothing up: its skipped slots stay skipped.
+   */
+  private makeUpOverlappedSlot(ticker: Ticker): void {
+    const slot = ticker.overlappedSlot;
+    ticker.overlappedSlot = undefined;
+    if (slot === undefined || ticker.busy || this.state !== "running") return;
+    if (supplierSlotAt(this.options.clock.now(), ticker.supplier).startMs !== slot) return;
+    this.options.log.info(
+      { supplier: ticker.supplier.name, slot: new Date(slot).toISOString() },
+      "the previous tick ran into this slot and its fire was skipped; ticking for it now",
+    );
+    this.fire(ticker, "schedule");
   }
 
   private async runTicker(ticker: Ticker, trigger: RunTrigger, firedSlot: number): Promise<void> {
