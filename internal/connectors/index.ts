@@ -33,7 +33,7 @@ import { createDeclarativeConnector, type DeclarativeOptions } from "./walk/decl
  * What a supplier's connector is built from: the transport's options (the definition,
  * secrets, logger, metrics; a clock and jitter source, the system's by default), the
  * walk's (`DeclarativeOptions`: SKU database, spool folder, time zone) and a module
- * file's export. Passed down as one object, not copied field by field.
+ * file's export. The transport gets its part as one object, not copied field by field.
  */
 export interface CreateConnectorOptions
   extends Omit<TransportOptions, "clock" | "random">,
@@ -56,15 +56,18 @@ export interface CreateConnectorOptions
  * @throws ConfigError for an unknown `module` or invalid module settings.
  */
 export function createConnector(options: CreateConnectorOptions): Connector {
+  // The transport (which a hand-written module gets) keeps its own options only: not the
+  // SKU database, the spool folder or the module.
+  const { database, spoolDir, timeZone, module, clock, random, ...transportOptions } = options;
   const transport = new Transport({
-    ...options,
-    clock: options.clock ?? systemClock,
-    random: options.random ?? Math.random,
+    ...transportOptions,
+    clock: clock ?? systemClock,
+    random: random ?? Math.random,
   });
   const moduleName = options.definition.module;
   if (moduleName !== undefined) {
     // docs/connector-modules.md: a module file gets the same transport and settings as a registered module.
-    const factory = moduleName.startsWith("./") ? options.module : findConnectorModule(moduleName);
+    const factory = moduleName.startsWith("./") ? module : findConnectorModule(moduleName);
     if (factory === undefined) {
       throw new ConfigError(
         `module: ${JSON.stringify(moduleName)} was not loaded (loadConnector imports it)`,
@@ -73,7 +76,7 @@ export function createConnector(options: CreateConnectorOptions): Connector {
     const lib = connectorModuleLib(options.definition);
     return checkedConnector(moduleName, factory(transport, options.definition.settings ?? {}, lib));
   }
-  return createDeclarativeConnector(transport, options);
+  return createDeclarativeConnector(transport, { database, spoolDir, timeZone });
 }
 
 /** A module's connector, checked to have the `Connector` contract's methods. */
