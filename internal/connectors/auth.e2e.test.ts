@@ -146,11 +146,14 @@ t.test("session: the token is reused across walks, renewed after 90 % of ttlMs",
 });
 
 t.test("session: three consecutive ticks never break the login rate limit", async (t) => {
-  const sim = await simulator(t, "etm", { ...etmSim({ minLoginIntervalMs: 400 }), pagination: "none" });
+  // The spacing (2 s) is far longer than a tick takes even on a loaded machine, so each of the
+  // next two logins is due sooner than it and must wait (with 400 ms, ticks that took longer
+  // than that on a busy CI machine were spaced by themselves and never logged the wait).
+  const sim = await simulator(t, "etm", { ...etmSim({ minLoginIntervalMs: 2_000 }), pagination: "none" });
   // ttlMs so short that every walk (one request each) needs a new login: spacing alone keeps them apart.
   const def = etmDefinition(
     sim.baseUrl("etm"),
-    { ttlMs: 1, minLoginIntervalMs: 400 },
+    { ttlMs: 1, minLoginIntervalMs: 2_000 },
     { pagination: { type: "none" } },
   );
   // The daemon keeps one connector per supplier for its lifetime: three ticks are three real
@@ -162,8 +165,12 @@ t.test("session: three consecutive ticks never break the login rate limit", asyn
   const stats = sim.stats("etm");
   t.equal(stats.logins, 3);
   t.equal(stats.loginViolations, 0, "no login sooner than minLoginIntervalMs");
-  t.ok(Date.now() - started >= 800, "the second and third logins waited");
-  t.ok(c.lines.some((l) => l.includes("login due sooner than minLoginIntervalMs")));
+  t.ok(Date.now() - started >= 4_000, "the second and third logins waited");
+  t.equal(
+    c.lines.filter((l) => l.includes("login due sooner than minLoginIntervalMs")).length,
+    2,
+    "the second and third logins each logged their wait",
+  );
 });
 
 t.test("session: a login due sooner than the page deadline allows fails DEADLINE", async (t) => {
