@@ -18,6 +18,14 @@
  *   per version a reader happened to catch.
  * - The bound is the oldest transaction running anywhere in the cluster: a long
  *   transaction delays the feed (never loses a row).
+ * - Read by transaction: `supplier_offer_feed_transactions` holds one row per writing
+ *   transaction with the smallest and largest `id` it wrote (statement-level triggers keep
+ *   it, in the writing transaction). The feed walks those rows in `txid` order and reads
+ *   each one's observations by its id range (a BRIN index on `id`) and its `txid`: no
+ *   per-row index entry is written on the page's path. A rewritten row takes a new `id`
+ *   from its new transaction (`id = excluded.id` in every `on conflict` of the writers) so
+ *   it falls in that transaction's range; were it to keep an old one, the trigger would
+ *   widen the range to cover it (slower to read, never a missed row).
  */
 import { Transform, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -79,11 +87,17 @@ export interface FeedQuery {
  */
 export const FEED_SQL = `select o.txid, o.id, o.supplier, o.sku, o.kind, o.run_id, o.observed_at,
        o.price, o.currency, o.stock, o.attributes, o.content_hash
-  from supplier_offer_observations o
- where (o.txid, o.id) > ($1::text::xid8, $2::bigint)
-   and o.txid < pg_snapshot_xmin(pg_current_snapshot())
-   and ($3::text is null or o.supplier = $3)
- order by o.txid, o.id
+  from supplier_offer_feed_transactions t
+ cross join lateral (
+       select * from supplier_offer_observations o
+        where o.txid = t.txid and o.id <= t.max_id
+          and o.id > case when t.txid = $1::text::xid8 then greatest(t.min_id - 1, $2::bigint) else t.min_id - 1 end
+          and ($3::text is null or o.supplier = $3)
+        order by o.id
+        limit $4) o
+ where t.txid >= $1::text::xid8
+   and t.txid < pg_snapshot_xmin(pg_current_snapshot())
+ order by t.txid, o.id
  limit $4`;
 
 /**
@@ -104,12 +118,19 @@ function selectList(json: boolean): string {
  */
 function copyStatement(client: pg.ClientBase, q: FeedQuery, json: boolean): string {
   const supplier = q.supplier === undefined ? "" : `and o.supplier = ${client.escapeLiteral(q.supplier)}`;
+  const txid = `'${q.since.txid}'::xid8`;
   return `copy (select ${selectList(json)}
-  from supplier_offer_observations o
- where (o.txid, o.id) > ('${q.since.txid}'::xid8, ${q.since.id}::bigint)
-   and o.txid < pg_snapshot_xmin(pg_current_snapshot())
-   ${supplier}
- order by o.txid, o.id
+  from supplier_offer_feed_transactions t
+ cross join lateral (
+       select * from supplier_offer_observations o
+        where o.txid = t.txid and o.id <= t.max_id
+          and o.id > case when t.txid = ${txid} then greatest(t.min_id - 1, ${q.since.id}::bigint) else t.min_id - 1 end
+          ${supplier}
+        order by o.id
+        limit ${q.limit}) o
+ where t.txid >= ${txid}
+   and t.txid < pg_snapshot_xmin(pg_current_snapshot())
+ order by t.txid, o.id
  limit ${q.limit}) to stdout`;
 }
 
