@@ -209,3 +209,39 @@ t.test(
     t.equal(gone.rowCount, 0, "the (txid, id) index is dropped");
   },
 );
+
+t.test(
+  "an unchanged page writes nothing: no observation, no transaction row, no new row version",
+  async (t) => {
+    const pool = testPool(t, await createTestDatabase(t), 4);
+    const client = await pool.connect();
+    t.teardown(() => client.release());
+    const walk = async (slot: number) => {
+      const runId = await startRun(client, {
+        supplier: "etm",
+        slotStart: new Date(slot),
+        trigger: "forced",
+        owner: OWNER,
+      });
+      await commitPage(client, {
+        runId,
+        supplier: "etm",
+        page: { seq: 1, offers: offers(["A", "B"]), rejects: [], httpAttempts: 1 },
+      });
+      await closeRun(client, { runId, walkComplete: true, errorCode: null, errorMessage: null });
+    };
+    const state = async () =>
+      (
+        await pool.query(
+          `select (select count(*)::int from supplier_offer_observations) as observations,
+                (select count(*)::int from supplier_offer_feed_transactions) as transactions,
+                (select string_agg(ctid::text || xmin::text, ',' order by sku) from supplier_offers) as versions`,
+        )
+      ).rows[0];
+    await walk(0);
+    const before = await state();
+    t.same([before.observations, before.transactions], [2, 1]);
+    await walk(86_400_000);
+    t.same(await state(), before, "the second, unchanged walk wrote nothing the feed or the offers keep");
+  },
+);
