@@ -11,7 +11,7 @@
  * predicate, the snapshot bound, the order by (txid, id) and one line built per row).
  * Every stream is read to the end into a byte counter. Medians and ratios are printed.
  *
- * Usage: node dist/bench/changes.js [--rows N] [--reps N]
+ * Usage: node dist/bench/changes.js [--rows N] [--reps N] [--page-rows N (default 1,000)]
  * Database: `BENCH_DATABASE_URL` (a database is created and dropped there), else an
  * embedded PostgreSQL started here.
  */
@@ -40,6 +40,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 interface ChangesReport {
   rows: number;
+  pageRows: number;
   reps: number;
   bareCopyRowsPerSecond: number;
   changesJsonRowsPerSecond: number;
@@ -53,20 +54,22 @@ async function main(): Promise<ChangesReport> {
   const argv = process.argv.slice(2);
   const rows = Number(option(argv, "--rows") ?? 1_000_000);
   const reps = Number(option(argv, "--reps") ?? 3);
+  const pageRows = Number(option(argv, "--page-rows") ?? 1_000);
   const server = await openBenchDatabase(process.env.BENCH_DATABASE_URL);
   const db = new pg.Client({ connectionString: server.url });
   try {
     await db.connect();
     process.stderr.write(`bench: writing ${rows} observations\n`);
-    // Pages of 1,000 per transaction, as the page statement writes them (one txid per page).
-    for (let start = 1; start <= rows; start += 100_000) {
+    // Pages of `--page-rows` per transaction, as the page statement writes them (one txid per
+    // page): the feed reads transaction by transaction, so their size is part of what is measured.
+    for (let start = 1; start <= rows; start += pageRows) {
       await db.query(
         `insert into supplier_offer_observations
                 (supplier, sku, run_id, observed_at, price, currency, stock, content_hash, kind, txid)
          select 'bench', 'SKU-' || lpad(i::text, 8, '0'), 1 + i / 1000, now(), (i % 100000) / 100.0, 'EUR',
                 i % 1000, md5(i::text), case when i % 10 = 0 then 'changed' else 'listed' end, pg_current_xact_id()
            from generate_series($1::int, $2::int) as i`,
-        [start, Math.min(rows, start + 99_999)],
+        [start, Math.min(rows, start + pageRows - 1)],
       );
     }
     await db.query("vacuum analyze supplier_offer_observations");
@@ -101,6 +104,7 @@ async function main(): Promise<ChangesReport> {
     const rate = (ms: number) => Math.round(rows / (ms / 1000));
     return {
       rows,
+      pageRows,
       reps,
       bareCopyRowsPerSecond: rate(median(bare)),
       changesJsonRowsPerSecond: rate(median(json)),

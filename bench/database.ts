@@ -126,7 +126,7 @@ export async function resetTables(db: pg.Pool): Promise<void> {
   const client = await db.connect();
   try {
     await client.query(
-      `truncate supplier_offers, supplier_offer_observations, ingestion_rejects, ingestion_run_steps,
+      `truncate supplier_offers, supplier_offer_observations, supplier_offer_feed_transactions, ingestion_rejects, ingestion_run_steps,
          ingestion_held_skus, ingestion_held, ingestion_runs`,
     );
     // Dead tuples are part of what is measured: autovacuum must not remove them mid-case.

@@ -6,7 +6,8 @@
  * their observations, then that migration in one transaction (as drizzle applies
  * it), while a second session reads and writes `supplier_offers` every 2 ms and
  * inserts an observation every 2 ms, and records its longest wait. A migration's
- * `CREATE INDEX CONCURRENTLY` statements run after its commit, timed apart.
+ * `CREATE INDEX CONCURRENTLY` and `DROP INDEX CONCURRENTLY` statements run after its
+ * commit, timed apart.
  *
  * Usage: node dist/bench/migration-lock.js [--offers N] [--migration 0001_offer_attributes]
  * Database: `BENCH_DATABASE_URL` (a database is created and dropped there), else an
@@ -16,7 +17,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { migrationsFolder } from "../internal/store/db.js";
-import { concurrentIndex } from "../internal/store/migrate.js";
+import { concurrentDrop, concurrentIndex } from "../internal/store/migrate.js";
 import { runMain } from "./child-main.js";
 import { openBenchDatabase } from "./database.js";
 
@@ -103,12 +104,13 @@ async function main(): Promise<MigrationLockReport> {
     const start = performance.now();
     const all = statements(`${migration}.sql`);
     await db.query("begin");
-    for (const s of all) if (concurrentIndex(s) === null) await db.query(s);
+    const online = (s: string) => concurrentIndex(s) !== null || concurrentDrop(s) !== null;
+    for (const s of all) if (!online(s)) await db.query(s);
     await db.query("commit");
     const migrationMs = performance.now() - start;
-    // Online indexes are built after the transaction, as runMigrations does (migrate.ts).
+    // Online indexes are built (and dropped) after the transaction, as runMigrations does (migrate.ts).
     const concurrentStart = performance.now();
-    for (const s of all) if (concurrentIndex(s) !== null) await db.query(s);
+    for (const s of all) if (online(s)) await db.query(s);
     const concurrentIndexMs = performance.now() - concurrentStart;
     await new Promise((r) => setTimeout(r, 200));
     running = false;

@@ -84,7 +84,8 @@ export async function delistUnlessHeld(
  * Writes the change feed's observation (docs/changes.md) of each offer in the CTE
  * `source` (rows of `supplier_offers`) as delisted, or with the `kind` expression given:
  * a delisting or relisting is a change too. The run's observation of an offer it also
- * changed (a relisted offer with new values) becomes `relisted`, with this transaction's id.
+ * changed (a relisted offer with new values) becomes `relisted`, with this transaction's
+ * txid and a new id (the one its insert drew), so it lies in this transaction's id range.
  */
 export function observeDelisted(source: string, runId: string, kind = "'delisted'"): string {
   return `insert into supplier_offer_observations
@@ -95,7 +96,7 @@ export function observeDelisted(source: string, runId: string, kind = "'delisted
   on conflict (supplier, sku, run_id) do update
      set observed_at = excluded.observed_at, price = excluded.price, currency = excluded.currency,
          stock = excluded.stock, attributes = excluded.attributes, content_hash = excluded.content_hash,
-         kind = excluded.kind, txid = excluded.txid
+         kind = excluded.kind, txid = excluded.txid, id = excluded.id
   returning 1`;
 }
 

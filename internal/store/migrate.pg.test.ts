@@ -3,7 +3,7 @@ import { join } from "node:path";
 import t from "tap";
 import { createTestDatabase, testPool } from "../../test/helpers/db.js";
 import { migrationsFolder } from "./db.js";
-import { concurrentIndex, runMigrations } from "./migrate.js";
+import { concurrentDrop, concurrentIndex, runMigrations } from "./migrate.js";
 
 t.test("migrations apply on an empty database and are idempotent", async (t) => {
   const url = await createTestDatabase(t, { migrated: false });
@@ -51,7 +51,7 @@ t.test(
     const feedIndex = async () =>
       (
         await pool.query<{ valid: boolean }>(
-          "select i.indisvalid as valid from pg_class c join pg_index i on i.indexrelid = c.oid where c.relname = 'supplier_offer_observations_feed'",
+          "select i.indisvalid as valid from pg_class c join pg_index i on i.indexrelid = c.oid where c.relname = 'supplier_offer_observations_id_brin'",
         )
       ).rows[0];
     t.same(await feedIndex(), { valid: true }, "the template's migrations built it");
@@ -63,17 +63,45 @@ t.test(
     );
     t.equal(concurrentIndex('CREATE INDEX "ingestion_events_created" ON "x" ("a")'), null);
 
-    await pool.query("drop index supplier_offer_observations_feed");
+    await pool.query("drop index supplier_offer_observations_id_brin");
     await runMigrations(pool);
     t.same(await feedIndex(), { valid: true }, "a missing index is built on the next start");
 
     // An invalid index, as a concurrent build that died half-way leaves it.
     await pool.query(
-      "update pg_index set indisvalid = false where indexrelid = 'supplier_offer_observations_feed'::regclass",
+      "update pg_index set indisvalid = false where indexrelid = 'supplier_offer_observations_id_brin'::regclass",
     );
     t.same(await feedIndex(), { valid: false });
     await runMigrations(pool);
     t.same(await feedIndex(), { valid: true }, "an invalid index is dropped and built again");
+  },
+);
+
+t.test(
+  "online drops: an index a later migration drops is dropped after the commit, and never built again",
+  async (t) => {
+    t.equal(
+      concurrentDrop('DROP INDEX CONCURRENTLY IF EXISTS "supplier_offer_observations_feed"'),
+      "supplier_offer_observations_feed",
+    );
+    t.equal(concurrentDrop('DROP INDEX "supplier_offer_observations_feed"'), null);
+    const url = await createTestDatabase(t);
+    const pool = testPool(t, url);
+    const oldIndex = async () =>
+      (
+        await pool.query(
+          "select 1 from pg_class where relname = 'supplier_offer_observations_feed' and relkind = 'i'",
+        )
+      ).rowCount;
+    t.equal(await oldIndex(), 0, "0006's (txid, id) index: not built on a new database (0008 drops it)");
+    // A database migrated by a build before 0008 has it: the next start drops it, once.
+    await pool.query(
+      "create index supplier_offer_observations_feed on supplier_offer_observations (txid, id)",
+    );
+    await runMigrations(pool);
+    t.equal(await oldIndex(), 0, "dropped on the next start");
+    await runMigrations(pool);
+    t.equal(await oldIndex(), 0, "and not built again on the one after");
   },
 );
 
@@ -91,7 +119,7 @@ t.test(
       t.same(failed, [], `round ${round}: every instance migrated`);
       const { rows } = await testPool(t, url).query<{ invalid: number; online: number }>(
         `select count(*) filter (where not i.indisvalid)::int as invalid,
-                count(*) filter (where c.relname in ('supplier_offer_observations_feed', 'ingestion_runs_supplier_state_trigger_id'))::int as online
+                count(*) filter (where c.relname in ('supplier_offer_observations_id_brin', 'ingestion_runs_supplier_state_trigger_id'))::int as online
            from pg_index i join pg_class c on c.oid = i.indexrelid
           where c.relnamespace = 'public'::regnamespace`,
       );

@@ -84,7 +84,12 @@ export async function runMigrations(pool: pg.Pool, deadlines?: MigrationDeadline
     for (const migration of migrations) {
       if (last !== undefined && last >= migration.folderMillis) continue;
       for (const statement of migration.sql) {
-        if (statement.trim() !== "" && concurrentIndex(statement) === null) await client.query(statement);
+        if (
+          statement.trim() !== "" &&
+          concurrentIndex(statement) === null &&
+          concurrentDrop(statement) === null
+        )
+          await client.query(statement);
       }
       await client.query("insert into drizzle.__drizzle_migrations (hash, created_at) values ($1, $2)", [
         migration.hash,
@@ -120,6 +125,15 @@ export function concurrentIndex(statement: string): string | null {
 }
 
 /**
+ * The name of the index a `DROP INDEX CONCURRENTLY IF EXISTS "name"` statement drops, or
+ * null for any other statement.
+ */
+export function concurrentDrop(statement: string): string | null {
+  const match = /^\s*DROP\s+INDEX\s+CONCURRENTLY\s+IF\s+EXISTS\s+"([^"]+)"/i.exec(statement);
+  return match?.[1] ?? null;
+}
+
+/**
  * Online indexes: a migration's `CREATE INDEX CONCURRENTLY IF NOT EXISTS` statements
  * cannot run in the migration's transaction (PostgreSQL refuses), and a plain
  * `CREATE INDEX` would block writes to a table of millions of rows while it builds.
@@ -130,17 +144,25 @@ export function concurrentIndex(statement: string): string | null {
  * that raced another one at the catalog looks again, {@link racedAnotherBuild}); an index
  * another session is still building is left to it (its build shows in
  * `pg_stat_progress_create_index`). Until the index exists queries are slower, never wrong.
+ *
+ * Dropped indexes alike: a `DROP INDEX CONCURRENTLY IF EXISTS` runs here, in its place
+ * among the builds (a plain `DROP INDEX` in the transaction would lock the table against
+ * reads and writes until the commit, and wait behind every reader first), and an index
+ * that a later migration drops is not built at all.
  */
 async function buildConcurrentIndexes(pool: pg.Pool, statements: string[]): Promise<void> {
-  for (const statement of statements) {
-    const name = concurrentIndex(statement);
+  for (const [i, statement] of statements.entries()) {
+    const dropped = concurrentDrop(statement);
+    const name = dropped ?? concurrentIndex(statement);
     if (name === null) continue;
+    if (dropped === null && statements.slice(i + 1).some((later) => concurrentDrop(later) === name)) continue;
     // Two instances building two different indexes at once can deadlock (each build waits
     // for the other's transaction); PostgreSQL cancels one, leaving its index invalid. The
     // cancelled side looks again: a valid or building index is left, an invalid one rebuilt.
     for (let attempt = 1; ; attempt++) {
       try {
-        await buildConcurrentIndex(pool, name, statement);
+        if (dropped === null) await buildConcurrentIndex(pool, name, statement);
+        else await dropConcurrentIndex(pool, name, statement);
         break;
       } catch (err) {
         const code = (err as { code?: string }).code;
@@ -150,7 +172,8 @@ async function buildConcurrentIndexes(pool: pg.Pool, statements: string[]): Prom
           await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 200 * attempt));
           continue;
         }
-        throw new InfraError(`migrations failed: building index ${name}: ${errorMessage(err)}`, {
+        const doing = dropped === null ? "building" : "dropping";
+        throw new InfraError(`migrations failed: ${doing} index ${name}: ${errorMessage(err)}`, {
           cause: err,
         });
       }
@@ -186,4 +209,13 @@ async function buildConcurrentIndex(pool: pg.Pool, name: string, statement: stri
   if (found?.valid || found?.building) return;
   if (found) await pool.query(`drop index concurrently if exists "${name}"`);
   await pool.query(statement);
+}
+
+/** Drops the index when it exists (one catalog query when it does not). */
+async function dropConcurrentIndex(pool: pg.Pool, name: string, statement: string): Promise<void> {
+  const { rowCount } = await pool.query(
+    "select 1 from pg_class where relname = $1 and relnamespace = 'public'::regnamespace and relkind = 'i'",
+    [name],
+  );
+  if (rowCount !== 0) await pool.query(statement);
 }

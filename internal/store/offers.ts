@@ -271,7 +271,7 @@ with page as materialized (
   on conflict (supplier, sku, run_id) do update
      set observed_at = excluded.observed_at, price = excluded.price, currency = excluded.currency,
          stock = excluded.stock, attributes = excluded.attributes, content_hash = excluded.content_hash,
-         kind = coalesce(supplier_offer_observations.kind, excluded.kind), txid = excluded.txid
+         kind = coalesce(supplier_offer_observations.kind, excluded.kind), txid = excluded.txid, id = excluded.id
   returning 1
 ), rejected as (
   insert into ingestion_rejects (run_id, supplier, seq, reason, raw)
