@@ -47,24 +47,14 @@ export class BinaryArrays {
     this.offset = 0;
   }
 
-  /** A `text[]` of `values[i][key]` (null elements allowed). */
+  /** A `text[]` of `pick(values[i])` (null elements allowed). */
   text<T>(values: readonly T[], pick: (value: T) => string | null): Buffer {
-    return this.array(TEXT_OID, values, (value) => {
-      const s = pick(value);
-      if (s === null) return this.nullElement();
-      this.element(s, 0);
-      return false;
-    });
+    return this.strings(TEXT_OID, values, pick, 0);
   }
 
   /** A `jsonb[]`: each element the JSON text of a value (null elements allowed). */
   jsonb<T>(values: readonly T[], pick: (value: T) => string | null): Buffer {
-    return this.array(JSONB_OID, values, (value) => {
-      const s = pick(value);
-      if (s === null) return this.nullElement();
-      this.element(s, 1);
-      return false;
-    });
+    return this.strings(JSONB_OID, values, pick, 1);
   }
 
   /**
@@ -76,14 +66,20 @@ export class BinaryArrays {
       const n = pick(values[i] as T);
       if (n !== null && !(Number.isInteger(n) && n >= -2_147_483_648 && n <= 2_147_483_647)) return null;
     }
-    return this.array(INT4_OID, values, (value) => {
-      const n = pick(value);
-      if (n === null) return this.nullElement();
-      this.ensure(8);
-      this.offset = this.buffer.writeInt32BE(4, this.offset);
-      this.offset = this.buffer.writeInt32BE(n, this.offset);
-      return false;
-    });
+    const start = this.header(INT4_OID, values.length);
+    this.ensure(values.length * 8);
+    let nulls = false;
+    for (let i = 0; i < values.length; i++) {
+      const n = pick(values[i] as T);
+      if (n === null) {
+        this.int32(-1);
+        nulls = true;
+      } else {
+        this.int32(4);
+        this.int32(n);
+      }
+    }
+    return this.finish(start, nulls);
   }
 
   /** A `numeric[]` of plain decimals, or null when a value is not one (then the caller sends text). */
@@ -92,12 +88,58 @@ export class BinaryArrays {
       const s = pick(values[i] as T);
       if (s !== null && !PLAIN_DECIMAL.test(s)) return null;
     }
-    return this.array(NUMERIC_OID, values, (value) => {
-      const s = pick(value);
-      if (s === null) return this.nullElement();
-      this.decimal(s);
-      return false;
-    });
+    const start = this.header(NUMERIC_OID, values.length);
+    let nulls = false;
+    for (let i = 0; i < values.length; i++) {
+      const s = pick(values[i] as T);
+      if (s === null) {
+        this.ensure(4);
+        this.int32(-1);
+        nulls = true;
+      } else this.decimal(s);
+    }
+    return this.finish(start, nulls);
+  }
+
+  /** A `text[]` or `jsonb[]` (a version byte before each element's text). */
+  private strings<T>(
+    oid: number,
+    values: readonly T[],
+    pick: (value: T) => string | null,
+    version: 0 | 1,
+  ): Buffer {
+    const start = this.header(oid, values.length);
+    let nulls = false;
+    for (let i = 0; i < values.length; i++) {
+      const s = pick(values[i] as T);
+      if (s === null) {
+        this.ensure(4);
+        this.int32(-1);
+        nulls = true;
+      } else this.element(s, version);
+    }
+    return this.finish(start, nulls);
+  }
+
+  /** ndim, flags (patched by {@link finish}), element type and the one dimension: where the array starts. */
+  private header(oid: number, length: number): number {
+    this.ensure(HEADER_BYTES);
+    const start = this.offset;
+    this.int32(length === 0 ? 0 : 1);
+    this.int32(0);
+    this.int32(oid);
+    if (length > 0) {
+      this.int32(length);
+      this.int32(1);
+    }
+    return start;
+  }
+
+  /** The array from `start` to here, its has-nulls flag set. */
+  private finish(start: number, nulls: boolean): Buffer {
+    // `ensure` may have moved the bytes to a larger buffer, at the same offsets.
+    if (nulls) this.buffer.writeInt32BE(1, start + 4);
+    return this.buffer.subarray(start, this.offset);
   }
 
   /**
@@ -107,69 +149,65 @@ export class BinaryArrays {
    */
   private decimal(s: string): void {
     const point = s.indexOf(".");
-    const integer = point < 0 ? s : s.slice(0, point);
-    const fraction = point < 0 ? "" : s.slice(point + 1);
-    const integerGroups = Math.ceil(integer.length / 4);
-    const fractionGroups = Math.ceil(fraction.length / 4);
+    const integerEnd = point < 0 ? s.length : point;
+    const fractionLength = point < 0 ? 0 : s.length - point - 1;
+    const integerGroups = Math.ceil(integerEnd / 4);
+    const fractionGroups = Math.ceil(fractionLength / 4);
     const ndigits = integerGroups + fractionGroups;
     this.ensure(12 + ndigits * 2);
-    let at = this.buffer.writeInt32BE(8 + ndigits * 2, this.offset);
-    at = this.buffer.writeInt16BE(ndigits, at);
-    at = this.buffer.writeInt16BE(integerGroups - 1, at);
-    at = this.buffer.writeUInt16BE(0, at); // NUMERIC_POS: prices are never negative here
-    at = this.buffer.writeInt16BE(fraction.length, at);
-    // Integer groups end at the point: the first may be short. Fraction groups start at it: the last is padded.
-    let end = integer.length - (integerGroups - 1) * 4;
-    for (let g = 0, start = 0; g < integerGroups; g++, start = end, end += 4) {
-      at = this.buffer.writeUInt16BE(groupOf(integer, start, end), at);
+    this.int32(8 + ndigits * 2);
+    this.int16(ndigits);
+    this.int16(integerGroups - 1);
+    this.int16(0); // NUMERIC_POS: prices are never negative here
+    this.int16(fractionLength);
+    // Integer groups end at the point: the first may be short. Fraction groups start after it: the last is padded.
+    let end = integerEnd - (integerGroups - 1) * 4;
+    for (let g = 0, from = 0; g < integerGroups; g++, from = end, end += 4) {
+      this.int16(groupOf(s, from, end));
     }
-    for (let start = 0; start < fraction.length; start += 4) {
-      let group = groupOf(fraction, start, Math.min(start + 4, fraction.length));
-      for (let pad = fraction.length - start; pad < 4; pad++) group *= 10;
-      at = this.buffer.writeUInt16BE(group, at);
+    for (let from = point + 1; from > 0 && from < s.length; from += 4) {
+      const to = Math.min(from + 4, s.length);
+      let group = groupOf(s, from, to);
+      for (let pad = to - from; pad < 4; pad++) group *= 10;
+      this.int16(group);
     }
-    this.offset = at;
-  }
-
-  /** One array: header, then `write` per value (true when it wrote a NULL). */
-  private array<T>(oid: number, values: readonly T[], write: (value: T) => boolean): Buffer {
-    this.ensure(HEADER_BYTES);
-    const start = this.offset;
-    const empty = values.length === 0;
-    let at = this.buffer.writeInt32BE(empty ? 0 : 1, start);
-    const flagsAt = at;
-    at = this.buffer.writeInt32BE(0, at);
-    at = this.buffer.writeInt32BE(oid, at);
-    if (!empty) {
-      at = this.buffer.writeInt32BE(values.length, at);
-      at = this.buffer.writeInt32BE(1, at);
-    }
-    this.offset = at;
-    let nulls = false;
-    for (let i = 0; i < values.length; i++) {
-      if (write(values[i] as T)) nulls = true;
-    }
-    // `ensure` may have moved the bytes to a larger buffer: the header is where `start` is now.
-    if (nulls) this.buffer.writeInt32BE(1, flagsAt);
-    return this.buffer.subarray(start, this.offset);
-  }
-
-  private nullElement(): true {
-    this.ensure(4);
-    this.offset = this.buffer.writeInt32BE(-1, this.offset);
-    return true;
   }
 
   /** A string element: its UTF-8 length, an optional version byte (jsonb), its bytes. */
   private element(s: string, version: 0 | 1): void {
+    const length = s.length;
     // At most 3 bytes per UTF-16 unit; the length is patched in once the bytes are written.
-    this.ensure(5 + s.length * 3);
+    this.ensure(5 + length * 3);
+    const buffer = this.buffer;
     const lengthAt = this.offset;
     let at = lengthAt + 4;
-    if (version) this.buffer[at++] = JSONB_VERSION;
-    const bytes = s.length === 0 ? 0 : this.buffer.write(s, at, "utf8");
-    this.buffer.writeInt32BE(bytes + version, lengthAt);
+    if (version) buffer[at++] = JSONB_VERSION;
+    // ASCII (most SKUs, currencies, many names) byte by byte: a native write per element cost more than the copy.
+    let i = 0;
+    for (; i < length; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0x80) break;
+      buffer[at + i] = c;
+    }
+    const bytes = i === length ? length : buffer.write(s, at, "utf8");
+    this.offset = lengthAt;
+    this.int32(bytes + version);
     this.offset = at + bytes;
+  }
+
+  private int32(n: number): void {
+    const buffer = this.buffer;
+    let at = this.offset;
+    buffer[at++] = n >>> 24;
+    buffer[at++] = n >>> 16;
+    buffer[at++] = n >>> 8;
+    buffer[at++] = n;
+    this.offset = at;
+  }
+
+  private int16(n: number): void {
+    this.buffer[this.offset++] = n >>> 8;
+    this.buffer[this.offset++] = n;
   }
 
   /** Room for `bytes` more; the bytes written so far are copied into a larger buffer. */
