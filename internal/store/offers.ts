@@ -29,6 +29,7 @@ import type pg from "pg";
 import type { GuardSettings, Offer, Page, PageCounts, Reject } from "../ingestion/ports.js";
 import { IngestionError } from "../platform/errors.js";
 import { jsonbText, stringifyForJsonb, stripNul } from "../platform/exact-json.js";
+import { BinaryArrays } from "./binary-arrays.js";
 import {
   fieldsToHold,
   holdField,
@@ -132,7 +133,8 @@ const PROPOSED = `jsonb_build_object('name', h.name, 'price', h.price::text, 'cu
 
 /**
  * Stage → classify → write, as one statement, for a page already reduced to one
- * offer per SKU (`$3`-`$7`: array literals built by {@link arrayLiterals}).
+ * offer per SKU (`$3`-`$7`, `$12`: the page's columns as arrays, binary or text,
+ * {@link pageColumns}, {@link arrayLiterals}).
  *
  * Classification reads the stored offers once, by the page's SKU range: catalogs are
  * served in a stable order, usually by SKU, so the stored offers between the page's
@@ -496,6 +498,45 @@ export function arrayLiterals(offers: Offer[]): [string, string, string, string,
   ];
 }
 
+/** The page statement's columns `$3`–`$7`, `$12`: text literals ({@link arrayLiterals}) or binary arrays ({@link pageColumns}). */
+export type PageColumns = [
+  sku: string | Buffer,
+  name: string | Buffer,
+  price: string | Buffer,
+  currency: string | Buffer,
+  stock: string | Buffer,
+  attributes: string | Buffer | null,
+];
+
+/**
+ * The page's columns as binary arrays in the run's scratch buffer (binary-arrays.ts), a
+ * price or stock column that has a value the binary form does not take as a text literal
+ * instead: what {@link commitPage} sends. Read back by PostgreSQL as the
+ * literals of {@link arrayLiterals} are (store/binary-arrays.pg.test.ts).
+ */
+export function pageColumns(offers: Offer[], arrays: BinaryArrays): PageColumns {
+  arrays.begin();
+  let attributed = false;
+  for (let i = 0; i < offers.length && !attributed; i++) attributed = (offers[i] as Offer).attributes != null;
+  const price = arrays.numeric(offers, priceOf);
+  const stock = arrays.int4(offers, stockOf);
+  return [
+    arrays.text(offers, skuOf),
+    arrays.text(offers, nameOf),
+    price ?? literal(offers.map(priceOf), true),
+    arrays.text(offers, currencyOf),
+    stock ?? literal(offers.map(stockOf), false),
+    attributed ? arrays.jsonb(offers, attributesOf) : null,
+  ];
+}
+
+const skuOf = (o: Offer): string => o.sku;
+const nameOf = (o: Offer): string | null => o.name;
+const priceOf = (o: Offer): string | null => o.price;
+const currencyOf = (o: Offer): string | null => o.currency;
+const stockOf = (o: Offer): number | null => o.stock;
+const attributesOf = (o: Offer): string | null => (o.attributes ? jsonbText(o.attributes) : null);
+
 /** The page with one offer per SKU, the last occurrence winning (in first-seen order). */
 export function lastOccurrences(offers: Offer[]): Offer[] {
   // Pages usually come sorted by SKU: strictly increasing SKUs cannot repeat, and checking
@@ -515,7 +556,7 @@ export function writePageParameters(
   runId: number,
   supplier: string,
   page: Page,
-  literals: ReturnType<typeof arrayLiterals> = arrayLiterals(lastOccurrences(page.offers)),
+  literals: PageColumns = arrayLiterals(lastOccurrences(page.offers)),
   guards: GuardSettings | null = null,
   fieldCoverage: string | null = null,
 ): unknown[] {
@@ -545,9 +586,10 @@ export function writePageParameters(
  * per new/changed offer, rejects with their raw payload), what the guards held on it
  * (docs/connectors.md, Guards) and the run's counters and field coverage.
  * Must be called on the lease connection: the SKUs it saw are staged on that session
- * for `closeRun`'s delisting. `seen`, `fields` and `earlier` are the run session's state
- * for the run (fresh ones, by default, prepare the seen set again, count coverage from
- * this page on and look again for earlier runs' held items).
+ * for `closeRun`'s delisting. `seen`, `fields`, `earlier` and `arrays` are the run
+ * session's state for the run (fresh ones, by default, prepare the seen set again, count
+ * coverage from this page on, look again for earlier runs' held items and allocate a
+ * scratch buffer for the page's columns).
  *
  * Idempotent: re-committing a step that already succeeded (a retry after an
  * ambiguous commit) changes nothing and returns zero counts. Throws
@@ -560,15 +602,16 @@ export async function commitPage(
   seen: SeenSetPreparation = new SeenSetPreparation(),
   fields: RunFieldState = new RunFieldState(),
   earlier: EarlierHolds = new EarlierHolds(),
+  arrays: BinaryArrays = new BinaryArrays(),
 ): Promise<PageCounts> {
   const offers = lastOccurrences(input.page.offers);
-  const literals = arrayLiterals(offers);
   const { step, json } = fields.next(input.page.coverage);
   try {
-    const counts = await writePage(client, { ...input, guards: input.guards ?? null }, offers, literals, {
+    const counts = await writePage(client, { ...input, guards: input.guards ?? null }, offers, {
       seen,
       earlier,
       fields,
+      arrays,
       step,
       coverageJson: json,
     });
@@ -584,6 +627,7 @@ interface PageState {
   seen: SeenSetPreparation;
   earlier: EarlierHolds;
   fields: RunFieldState;
+  arrays: BinaryArrays;
   step: StepFields;
   coverageJson: string | null;
 }
@@ -592,7 +636,6 @@ function writePage(
   client: pg.ClientBase,
   input: { runId: number; supplier: string; page: Page; guards: GuardSettings | null },
   offers: Offer[],
-  literals: ReturnType<typeof arrayLiterals>,
   state: PageState,
 ): Promise<PageCounts> {
   const { runId, supplier, page, guards } = input;
@@ -609,7 +652,10 @@ function writePage(
     const skus = offers.map((o) => o.sku);
     const heldFields =
       guards === null ? [] : await fieldsToHold(tx, supplier, skus, vanishedFields(page.coverage));
-    const parameters = writePageParameters(runId, supplier, page, literals, guards, state.coverageJson);
+    const supersede = await state.earlier.any(tx, supplier, runId);
+    // Built last, just before the statement: the columns are the page's largest values.
+    const columns = pageColumns(offers, state.arrays);
+    const parameters = writePageParameters(runId, supplier, page, columns, guards, state.coverageJson);
     if (heldFields.length > 0) parameters.push(...keepParameters(heldFields));
     const { rows } = await tx.query<{
       inserted: number;
@@ -620,15 +666,7 @@ function writePage(
       run_updated: number;
       inserted_rows: number;
       updated_rows: number;
-    }>(
-      cachedPageStatement(
-        isSessionless(tx),
-        guards !== null,
-        heldFields.length > 0,
-        await state.earlier.any(tx, supplier, runId),
-      ),
-      parameters,
-    );
+    }>(cachedPageStatement(isSessionless(tx), guards !== null, heldFields.length > 0, supersede), parameters);
     const row = rows[0];
     if (row && (row.inserted_rows !== row.inserted || row.updated_rows !== row.updated)) {
       // Only possible if someone else wrote this supplier's offers meanwhile: the lease was not exclusive.

@@ -42,6 +42,7 @@ import type {
 import type { Clock } from "../platform/clock.js";
 import { errorMessage } from "../platform/errors.js";
 import type { Logger } from "../platform/logger.js";
+import { BinaryArrays } from "./binary-arrays.js";
 import { classified } from "./database-error.js";
 import { databaseNow } from "./db-clock.js";
 import { withFreshConnection } from "./deadline.js";
@@ -97,6 +98,8 @@ export function openRunSession(lease: Lease, options: RunSessionOptions): RunSes
   const seen = new SeenSetPreparation();
   const fields = new RunFieldState();
   const earlier = new EarlierHolds();
+  // The scratch buffer of the run's page columns (binary-arrays.ts), reused page after page.
+  const arrays = new BinaryArrays();
   let guards: GuardSettings | null = null;
   let log = options.log;
   let runId: number | undefined;
@@ -144,7 +147,9 @@ export function openRunSession(lease: Lease, options: RunSessionOptions): RunSes
     },
     async commitPage(page: Page): Promise<PageCounts> {
       const id = openRun("commitPage");
-      return classified(() => commitPage(db, { runId: id, supplier, page, guards }, seen, fields, earlier));
+      return classified(() =>
+        commitPage(db, { runId: id, supplier, page, guards }, seen, fields, earlier, arrays),
+      );
     },
     async failStep(input: {
       seq: number;
