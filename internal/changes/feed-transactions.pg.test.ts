@@ -7,7 +7,7 @@
 import { readMigrationFiles } from "drizzle-orm/migrator";
 import type pg from "pg";
 import t from "tap";
-import { createTestDatabase, testPool } from "../../test/helpers/db.js";
+import { createTestDatabase, type Teardown, testPool } from "../../test/helpers/db.js";
 import { until } from "../../test/helpers/fixtures.js";
 import type { Offer } from "../ingestion/ports.js";
 import { migrationsFolder } from "../store/db.js";
@@ -161,25 +161,30 @@ t.test("a transaction that writes through several statements: one row, its range
   );
 });
 
+/** A database as builds before migration 0008 left it: migrations 0000–0007 applied and recorded. */
+async function databaseBefore0008(t: Teardown): Promise<pg.Pool> {
+  const url = await createTestDatabase(t, { migrated: false });
+  const pool = testPool(t, url, 4);
+  const migrations = readMigrationFiles({ migrationsFolder: migrationsFolder() });
+  const before = migrations.slice(0, 8);
+  for (const migration of before) {
+    for (const statement of migration.sql) if (statement.trim() !== "") await pool.query(statement);
+  }
+  await pool.query(`create schema drizzle;
+    create table drizzle.__drizzle_migrations (id serial primary key, hash text not null, created_at bigint)`);
+  for (const migration of before) {
+    await pool.query("insert into drizzle.__drizzle_migrations (hash, created_at) values ($1, $2)", [
+      migration.hash,
+      migration.folderMillis,
+    ]);
+  }
+  return pool;
+}
+
 t.test(
   "history written before migration 0008 stays in the feed (backfilled); rows without txid stay out",
   async (t) => {
-    const url = await createTestDatabase(t, { migrated: false });
-    const pool = testPool(t, url, 4);
-    // The database as builds before 0008 left it: migrations 0000–0007 applied and recorded.
-    const migrations = readMigrationFiles({ migrationsFolder: migrationsFolder() });
-    const before = migrations.slice(0, 8);
-    for (const migration of before) {
-      for (const statement of migration.sql) if (statement.trim() !== "") await pool.query(statement);
-    }
-    await pool.query(`create schema drizzle;
-      create table drizzle.__drizzle_migrations (id serial primary key, hash text not null, created_at bigint)`);
-    for (const migration of before) {
-      await pool.query("insert into drizzle.__drizzle_migrations (hash, created_at) values ($1, $2)", [
-        migration.hash,
-        migration.folderMillis,
-      ]);
-    }
+    const pool = await databaseBefore0008(t);
     const write = (skus: string[], txid = "pg_current_xact_id()") =>
       pool.query(
         `insert into supplier_offer_observations (supplier, sku, run_id, content_hash, kind, txid)
@@ -209,6 +214,63 @@ t.test(
     t.equal(gone.rowCount, 0, "the (txid, id) index is dropped");
   },
 );
+
+t.test("a transaction writing while migration 0008 runs: its rows are caught up, not lost", async (t) => {
+  const pool = await databaseBefore0008(t);
+  const writer = await pool.connect();
+  t.teardown(() => writer.release());
+  const insert = (skus: string[]) =>
+    writer.query(
+      `insert into supplier_offer_observations (supplier, sku, run_id, content_hash, kind, txid)
+         select 'etm', sku, 1, 'h', 'listed', pg_current_xact_id() from unnest($1::text[]) as sku`,
+      [skus],
+    );
+  // A page transaction of an older replica, open across the backfill: its rows are not
+  // visible to the backfill, and its statement ran before the triggers existed.
+  await writer.query("begin");
+  await insert(["A", "B"]);
+  const migrated = runMigrations(pool);
+  migrated.catch(() => {});
+  // The migration waits for the writer at its trigger (share row exclusive against the
+  // writer's row exclusive lock), after the backfill.
+  await until(
+    async () =>
+      (
+        await pool.query(
+          `select 1 from pg_stat_activity
+              where wait_event_type = 'Lock' and btrim(query, E' \n') ilike 'create trigger%' and datname = current_database()`,
+        )
+      ).rowCount === 1 || null,
+    10_000,
+    "the migration waiting at its trigger",
+  );
+  t.equal(
+    (await pool.query("select 1 from pg_class where relname = 'supplier_offer_feed_transactions'")).rowCount,
+    0,
+    "the migration has not committed: its table is not visible yet",
+  );
+  await insert(["C"]); // a second statement of the same transaction, still before the triggers
+  const { rows: own } = await writer.query<{ txid: string }>("select pg_current_xact_id()::text as txid");
+  await writer.query("commit");
+  await migrated;
+  const { rows } = await pool.query<{ txid: string; min_id: string; max_id: string }>(
+    "select txid::text, min_id::text, max_id::text from supplier_offer_feed_transactions",
+  );
+  const ids = await pool.query<{ lo: string; hi: string }>(
+    "select min(id)::text as lo, max(id)::text as hi from supplier_offer_observations",
+  );
+  t.same(
+    rows,
+    [{ txid: own[0]?.txid, min_id: ids.rows[0]?.lo, max_id: ids.rows[0]?.hi }],
+    "the writer's transaction has its row, with the range of all three rows",
+  );
+  await insert(["D"]);
+  t.same(
+    (await drain(pool, FEED_START, 4)).map((c) => c.sku),
+    ["A", "B", "C", "D"],
+    "every row is in the feed, in order",
+  );
+});
 
 t.test(
   "an unchanged page writes nothing: no observation, no transaction row, no new row version",
