@@ -1,4 +1,9 @@
-/** The targets of issue 8, checked against the measurements of a run. */
+/**
+ * The targets of issues 8 and 32, checked against the measurements of a run. Issue 8's
+ * throughput targets (0.50× and 1.0× the ceiling) are above what a 2-core box running
+ * the supplier, the worker and PostgreSQL can reach (bench/README.md, Full run); issue
+ * 32's (0.25×, 0.45×, 0.40×) are the ones work is measured against.
+ */
 import type { Target } from "./report.js";
 
 /** The full run's targets; the 1 % changed case must observe exactly SKUs / 100 offers. */
@@ -39,6 +44,27 @@ const FULL_FIXED_TARGETS: Target[] = [
     text: "ETM walk: no request over the 1/s budget",
   },
   { id: "pipeline.first", figure: "ratio", op: ">=", value: 0.5, text: "first load ≥ 0.50× ceiling" },
+  {
+    id: "pipeline.first",
+    figure: "ratio",
+    op: ">=",
+    value: 0.25,
+    text: "issue 32: first load ≥ 0.25× ceiling",
+  },
+  {
+    id: "pipeline.unchanged",
+    figure: "ratio",
+    op: ">=",
+    value: 0.45,
+    text: "issue 32: unchanged re-sync ≥ 0.45× ceiling",
+  },
+  {
+    id: "pipeline.changed",
+    figure: "ratio",
+    op: ">=",
+    value: 0.4,
+    text: "issue 32: 1 % changed ≥ 0.40× ceiling",
+  },
   {
     id: "pipeline.unchanged",
     figure: "ratio",
@@ -110,6 +136,15 @@ export const CI_SKUS = 100_000;
 /** Repetitions of the ceiling in the CI gate (a 100k-row COPY takes ~0.25 s and swings). */
 export const CI_CEILING_REPETITIONS = 7;
 
+/**
+ * The re-sync ratios' floors in CI, set like the first load's: about half the lowest
+ * ratio measured at 100k SKUs on this box (unchanged 0.149-0.212×, 1 % changed
+ * 0.135-0.173× in three runs at a load of 3.5-4 from two benchmarking processes beside
+ * it, 2026-12-07), so a change that halves a rate fails CI and the box's noise does not.
+ */
+export const CI_UNCHANGED_FLOOR = 0.07;
+export const CI_CHANGED_FLOOR = 0.06;
+
 export const CI_TARGETS: Target[] = [
   {
     id: "pipeline.first",
@@ -117,5 +152,48 @@ export const CI_TARGETS: Target[] = [
     op: ">=",
     value: CI_FIRST_LOAD_FLOOR,
     text: `CI: first load ≥ ${CI_FIRST_LOAD_FLOOR}× ceiling (regression gate)`,
+  },
+  {
+    id: "pipeline.unchanged",
+    figure: "ratio",
+    op: ">=",
+    value: CI_UNCHANGED_FLOOR,
+    text: `CI: unchanged re-sync ≥ ${CI_UNCHANGED_FLOOR}× ceiling (regression gate)`,
+  },
+  {
+    id: "pipeline.changed",
+    figure: "ratio",
+    op: ">=",
+    value: CI_CHANGED_FLOOR,
+    text: `CI: 1 % changed ≥ ${CI_CHANGED_FLOOR}× ceiling (regression gate)`,
+  },
+  // The contract the speed must not be bought with (issue 32), at the CI size.
+  {
+    id: "pipeline.unchanged",
+    figure: "dead_tuples_max",
+    op: "<=",
+    value: 0,
+    text: "CI: unchanged re-sync: 0 dead tuples",
+  },
+  {
+    id: "pipeline.unchanged",
+    figure: "wal_bytes",
+    op: "<=",
+    value: (5 * 2 ** 20 * CI_SKUS) / 1_000_000,
+    text: "CI: unchanged re-sync: WAL < 0.5 MB (5 MB per 1M SKUs)",
+  },
+  {
+    id: "pipeline.changed",
+    figure: "new_observations",
+    op: ">=",
+    value: CI_SKUS / 100,
+    text: `CI: 1 % changed: ${(CI_SKUS / 100).toLocaleString("en")} observations (≥)`,
+  },
+  {
+    id: "pipeline.changed",
+    figure: "new_observations",
+    op: "<=",
+    value: CI_SKUS / 100,
+    text: `CI: 1 % changed: ${(CI_SKUS / 100).toLocaleString("en")} observations (≤)`,
   },
 ];
