@@ -72,6 +72,35 @@ async function drain(
   throw new Error("feed did not end");
 }
 
+/** One batch through `streamChanges` (the CLI's chunked COPY), as `{ cursor, sku }` of its JSON lines. */
+async function streamBatch(
+  pool: pg.Pool,
+  q: { since: Cursor; limit: number; supplier?: string },
+): Promise<{ rows: { cursor: string; sku: string }[]; cursor: Cursor; count: number }> {
+  const client = await pool.connect();
+  try {
+    const out = new PassThrough();
+    const chunks: Buffer[] = [];
+    out.on("data", (c: Buffer) => chunks.push(c));
+    const result = await streamChanges(client, q, out, { json: true });
+    const text = Buffer.concat(chunks).toString("utf8");
+    const rows =
+      text === ""
+        ? []
+        : text
+            .trimEnd()
+            .split("\n")
+            .map((l) => JSON.parse(l) as Change);
+    return {
+      rows: rows.map((r) => ({ cursor: r.cursor, sku: r.sku })),
+      cursor: result.cursor,
+      count: result.count,
+    };
+  } finally {
+    client.release();
+  }
+}
+
 /**
  * {@link drain} once the feed holds at least `n` changes after `since`: the feed lags
  * behind the oldest transaction running anywhere on the server (other test files' too).
@@ -289,7 +318,7 @@ type Action =
   | { kind: "write"; writer: number; rows: number }
   | { kind: "commit"; writer: number }
   | { kind: "rollback"; writer: number }
-  | { kind: "read"; limit: number };
+  | { kind: "read"; limit: number; stream: boolean };
 
 t.test(
   "property: over random interleavings of concurrent writers, a cursor reader sees each row once",
@@ -309,7 +338,11 @@ t.test(
       }),
       fc.record({ kind: fc.constant("commit" as const), writer: fc.nat(WRITERS - 1) }),
       fc.record({ kind: fc.constant("rollback" as const), writer: fc.nat(WRITERS - 1) }),
-      fc.record({ kind: fc.constant("read" as const), limit: fc.integer({ min: 1, max: 4 }) }),
+      fc.record({
+        kind: fc.constant("read" as const),
+        limit: fc.integer({ min: 1, max: 4 }),
+        stream: fc.boolean(),
+      }),
     );
     let cursor: Cursor = (await drain(pool, FEED_START)).cursor;
     await fc.assert(
@@ -317,14 +350,22 @@ t.test(
         const open = new Map<number, string[]>();
         const committed = new Set<string>();
         const read: string[] = [];
-        const readBatch = async (limit: number) => {
+        // The documented SQL (readChanges) and the CLI's chunked COPY (streamChanges), mixed.
+        const readBatch = async (limit: number, stream = false) => {
+          if (stream) {
+            const batch = await streamBatch(pool, { since: cursor, limit });
+            for (const c of batch.rows) read.push(c.sku);
+            if (batch.rows.length > 0) t.equal(formatCursor(batch.cursor), batch.rows.at(-1)?.cursor);
+            cursor = batch.cursor;
+            return;
+          }
           const batch = await readChanges(pool, { since: cursor, limit });
           for (const c of batch) read.push(c.sku);
           if (batch.length > 0) cursor = parseCursor((batch.at(-1) as Change).cursor);
         };
         for (const action of actions) {
           if (action.kind === "read") {
-            await readBatch(action.limit);
+            await readBatch(action.limit, action.stream);
             continue;
           }
           const client = clients[action.writer] as pg.PoolClient;
@@ -363,5 +404,135 @@ t.test(
       }),
       { numRuns: 25 },
     );
+  },
+);
+
+t.test(
+  "the CLI's chunked read passes over transactions whose rows were all rewritten later, past one look-up",
+  async (t) => {
+    const { pool } = await setup(t);
+    const before = (await drain(pool, FEED_START)).cursor;
+    // 1,050 transactions each rewriting the same observation, as a later page of a run does
+    // (on conflict: the row takes the rewriting transaction's txid and a new id): all but the
+    // last are left with no row, more than one look-up of 1,000 transactions.
+    for (let i = 0; i < 1050; i++) {
+      await pool.query(
+        `insert into supplier_offer_observations (supplier, sku, run_id, content_hash, kind, txid)
+         values ('etm', 'A', 1, $1, 'changed', pg_current_xact_id())
+         on conflict (supplier, sku, run_id) do update
+            set content_hash = excluded.content_hash, txid = excluded.txid, id = excluded.id`,
+        [`h${i}`],
+      );
+    }
+    await pool.query(
+      `insert into supplier_offer_observations (supplier, sku, run_id, content_hash, kind, txid)
+       values ('etm', 'B', 1, 'h', 'listed', pg_current_xact_id())`,
+    );
+    const read = await until(
+      async () => {
+        const batch = await streamBatch(pool, { since: before, limit: 1 });
+        return batch.count === 1 ? batch : null;
+      },
+      30_000,
+      "the rewritten row in the feed",
+    );
+    t.same(
+      read.rows.map((r) => r.sku),
+      ["A"],
+      "the row in its last transaction, after 1,049 empty ones",
+    );
+    const next = await until(
+      async () => {
+        const batch = await streamBatch(pool, { since: read.cursor, limit: 5 });
+        return batch.count === 1 ? batch : null;
+      },
+      30_000,
+      "the next transaction's row",
+    );
+    t.same(
+      next.rows.map((r) => r.sku),
+      ["B"],
+    );
+    const end = await streamBatch(pool, { since: next.cursor, limit: 5 });
+    t.same(
+      [end.count, formatCursor(end.cursor)],
+      [0, formatCursor(next.cursor)],
+      "nothing more: the cursor stays",
+    );
+    const content = await pool.query("select content_hash from supplier_offer_observations where sku = 'A'");
+    t.equal(content.rows[0]?.content_hash, "h1049", "the last version");
+  },
+);
+
+t.test(
+  "the CLI's chunked read: transactions spanning several chunks, in batches, as the SQL reads them",
+  async (t) => {
+    const { pool } = await setup(t);
+    const before = (await drain(pool, FEED_START)).cursor;
+    // Four transactions of 6,000 rows (a chunk ends past 20,000 ids), then two writers at
+    // once, each one's rows inside the other's id range.
+    for (let i = 0; i < 4; i++) {
+      await pool.query(
+        `insert into supplier_offer_observations (supplier, sku, run_id, content_hash, kind, txid)
+       select 'etm', 'T${i}-' || lpad(n::text, 5, '0'), 1, 'h', 'listed', pg_current_xact_id()
+         from generate_series(1, 6000) n`,
+      );
+    }
+    const a = await pool.connect();
+    const b = await pool.connect();
+    t.teardown(() => {
+      a.release();
+      b.release();
+    });
+    await a.query("begin");
+    await b.query("begin");
+    // A takes its transaction id first, B writes first: the later transaction holds the
+    // smaller ids, so the chunk's ids begin at the later transaction's.
+    await a.query("select pg_current_xact_id()");
+    for (let k = 0; k < 3; k++) {
+      for (const [client, name] of [
+        [b, "B"],
+        [a, "A"],
+      ] as const) {
+        await client.query(
+          `insert into supplier_offer_observations (supplier, sku, run_id, content_hash, kind, txid)
+         select $1, $1 || '${k}-' || lpad(n::text, 5, '0'), 1, 'h', 'listed', pg_current_xact_id()
+           from generate_series(1, 700) n`,
+          [name === "A" ? "iek" : "dkc"],
+        );
+      }
+    }
+    await b.query("commit");
+    await a.query("commit");
+    const expected = await until(
+      async () => {
+        const all = await drain(pool, before, 10_000);
+        return all.changes.length === 24_000 + 4200 ? all : null;
+      },
+      30_000,
+      "every row in the feed",
+    );
+    const streamed: { cursor: string; sku: string }[] = [];
+    let cursor = before;
+    for (const limit of [1, 7000, 13, 9999, 20_000, 20_000]) {
+      const batch = await streamBatch(pool, { since: cursor, limit });
+      t.ok(batch.count <= limit, `at most ${limit}`);
+      streamed.push(...batch.rows);
+      cursor = batch.cursor;
+    }
+    t.equal(streamed.length, expected.changes.length, "every row once");
+    t.same(
+      streamed.map((r) => r.cursor),
+      expected.changes.map((c) => c.cursor),
+      "in the feed's order, the cursors of the documented SQL",
+    );
+    const whole = await streamBatch(pool, { since: before, limit: 100_000 });
+    t.same(
+      whole.rows.map((r) => r.cursor),
+      expected.changes.map((c) => c.cursor),
+      "in one batch too (the two writers in a chunk of their own)",
+    );
+    const iek = await streamBatch(pool, { since: before, limit: 100_000, supplier: "iek" });
+    t.equal(iek.count, 2100, "--supplier: one writer's rows only");
   },
 );
