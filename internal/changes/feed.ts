@@ -157,10 +157,13 @@ async function* chunksAfter(client: pg.ClientBase, since: Cursor): AsyncGenerato
   let after: string | null = null;
   for (;;) {
     const { rows }: { rows: TransactionRow[] } = await client.query<TransactionRow>(
-      `select txid::text, min_id::text, max_id::text from supplier_offer_feed_transactions
-        where ${after === null ? "txid >= $1::text::xid8" : "txid > $1::text::xid8"}
-          and txid < pg_snapshot_xmin(pg_current_snapshot())
-        order by txid
+      // Ordered by the xid8 column itself (`t.txid`): a bare `txid` would name the text
+      // output column, and '10000' sorts before '9999'.
+      `select t.txid::text as txid, t.min_id::text as min_id, t.max_id::text as max_id
+         from supplier_offer_feed_transactions t
+        where ${after === null ? "t.txid >= $1::text::xid8" : "t.txid > $1::text::xid8"}
+          and t.txid < pg_snapshot_xmin(pg_current_snapshot())
+        order by t.txid
         limit $2`,
       [after ?? String(since.txid), CANDIDATES],
     );
