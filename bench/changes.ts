@@ -73,6 +73,18 @@ async function main(): Promise<ChangesReport> {
       );
     }
     await db.query("vacuum analyze supplier_offer_observations");
+    // The position of the last row: a read that skipped or repeated rows ends elsewhere.
+    const { rows: end } = await db.query<{ cursor: string }>(
+      "select txid::text || ':' || id as cursor from supplier_offer_observations order by txid desc, id desc limit 1",
+    );
+    const lastCursor = end[0]?.cursor;
+    const check = (form: string, r: { count: number; cursor: { txid: bigint; id: bigint } }) => {
+      const cursor = `${r.cursor.txid}:${r.cursor.id}`;
+      if (r.count !== rows || cursor !== lastCursor)
+        throw new Error(
+          `changes ${form} returned ${r.count} of ${rows} rows, ending at ${cursor}, not ${lastCursor}`,
+        );
+    };
     const bare: number[] = [];
     const json: number[] = [];
     const text: number[] = [];
@@ -89,14 +101,14 @@ async function main(): Promise<ChangesReport> {
       const a = await streamChanges(db, { since: FEED_START, limit: rows }, sink, { json: true });
       json.push(performance.now() - t0);
       bytes.json = sink.bytes;
-      if (a.count !== rows) throw new Error(`changes --json returned ${a.count} of ${rows} rows`);
+      check("--json", a);
 
       sink = new Counter();
       t0 = performance.now();
       const b = await streamChanges(db, { since: FEED_START, limit: rows }, sink, { json: false });
       text.push(performance.now() - t0);
       bytes.text = sink.bytes;
-      if (b.count !== rows) throw new Error(`changes returned ${b.count} of ${rows} rows`);
+      check("(text)", b);
       process.stderr.write(
         `rep ${r + 1}: bare ${bare.at(-1)?.toFixed(0)} ms, json ${json.at(-1)?.toFixed(0)} ms, text ${text.at(-1)?.toFixed(0)} ms\n`,
       );
