@@ -73,6 +73,8 @@ export function scanJsonLimits(text: string, limits: JsonBodyLimits): JsonScan {
   let depth = 0;
   const length = text.length;
   let inexactNumbers = false;
+  /** What {@link skipContainer} found, one object for the whole page rather than one per record. */
+  const numbers: SkippedNumbers = { inexact: false };
   for (let i = 0; i < length; i++) {
     const c = text.charCodeAt(i);
     // whitespace
@@ -100,10 +102,9 @@ export function scanJsonLimits(text: string, limits: JsonBodyLimits): JsonScan {
         // without frames. Same outcome as framing it (the frames off the path only ever
         // counted values nobody reads): the bench's page of 5,000 records (569 kB) scans in
         // 0.95 ms instead of 1.6 (bench/README.md, Where the time goes).
-        const skipped = skipContainer(text, i + 1, depth + 1, limits.maxDepth);
-        if (skipped.inexactNumbers) inexactNumbers = true;
-        depth = skipped.depth;
-        i = skipped.end - 1;
+        // The container closes at `end - 1`, back at this depth; or the text ends inside it.
+        const end = skipContainer(text, i + 1, depth + 1, limits.maxDepth, numbers);
+        i = end - 1;
         continue;
       }
       let frame = frames[depth];
@@ -151,26 +152,30 @@ export function scanJsonLimits(text: string, limits: JsonBodyLimits): JsonScan {
       i = j - 1;
     }
   }
-  return { inexactNumbers };
+  return { inexactNumbers: inexactNumbers || numbers.inexact };
 }
 
-/** Where {@link skipContainer} stopped: the index after the closing bracket (or the text's length), the depth there. */
-interface Skipped {
-  end: number;
-  depth: number;
-  inexactNumbers: boolean;
+interface SkippedNumbers {
+  /** Some number literal stepped over by {@link skipContainer} is not exact as a double. */
+  inexact: boolean;
 }
 
 /**
  * Steps over the container opened just before `from` (`depth` counts it), as
  * {@link scanJsonLimits} would: every bracket opens or closes a level whatever its kind
  * (malformed text is JSON.parse's to report), a level beyond `maxDepth` throws the same
- * `CONTRACT`, and number literals are checked for exactness.
+ * `CONTRACT`, and number literals are checked for exactness (noted in `numbers`).
+ * Returns the index after its closing bracket, or the text's length.
  */
-function skipContainer(text: string, from: number, depth: number, maxDepth: number): Skipped {
+function skipContainer(
+  text: string,
+  from: number,
+  depth: number,
+  maxDepth: number,
+  numbers: SkippedNumbers,
+): number {
   const length = text.length;
   const base = depth - 1;
-  let inexactNumbers = false;
   let i = from;
   for (; i < length; i++) {
     const c = text.charCodeAt(i);
@@ -187,7 +192,7 @@ function skipContainer(text: string, from: number, depth: number, maxDepth: numb
     }
     if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
       depth--;
-      if (depth === base) return { end: i + 1, depth, inexactNumbers };
+      if (depth === base) return i + 1;
       continue;
     }
     if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39) /* 0-9 */) {
@@ -199,13 +204,13 @@ function skipContainer(text: string, from: number, depth: number, maxDepth: numb
         if (d === 0x65 || d === 0x45) exponent = true;
         else break;
       }
-      if (!inexactNumbers && (exponent || j - i > EXACT_PLAIN_CHARS)) {
-        inexactNumbers = !isExactAsDouble(text.slice(i, j));
+      if (!numbers.inexact && (exponent || j - i > EXACT_PLAIN_CHARS)) {
+        numbers.inexact = !isExactAsDouble(text.slice(i, j));
       }
       i = j - 1;
     }
   }
-  return { end: length, depth, inexactNumbers };
+  return length;
 }
 
 /**

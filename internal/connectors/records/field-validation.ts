@@ -14,8 +14,6 @@ import { type CompiledField, withDecimalPoint } from "./field-spec.js";
  * PostgreSQL's `numeric` stores the text digit for digit.
  */
 
-/** The common case, checked first without capturing: `12`, `0.000345`, `12345678901234567890.5`. */
-const PLAIN_DECIMAL = /^\d+(?:\.\d+)?$/;
 /** A non-negative decimal, optionally with an exponent: `12`, `0.000345`, `1.5e3`, `2E-7`. */
 const DECIMAL = /^(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
 const MAX_PRICE_CHARS = 100;
@@ -81,7 +79,7 @@ export function toPrice(value: unknown, path: string, field: CompiledField | und
   if (text.length > MAX_PRICE_CHARS) {
     fail("price", path, value, `is longer than ${MAX_PRICE_CHARS} characters (${text.length})`);
   }
-  if (PLAIN_DECIMAL.test(text)) return text;
+  if (isPlainDecimal(text)) return text;
   const sign = text.charCodeAt(0);
   const negative = sign === 0x2d; /* - */
   const match = DECIMAL.exec(negative || sign === 0x2b /* + */ ? text.slice(1) : text);
@@ -98,6 +96,23 @@ export function toPrice(value: unknown, path: string, field: CompiledField | und
     }
   }
   return text;
+}
+
+/**
+ * The common case, checked first without a regular expression: digits, optionally one
+ * `.` between digits (`12`, `0.000345`, `12345678901234567890.5`; what
+ * `/^\d+(?:\.\d+)?$/` matches).
+ */
+function isPlainDecimal(text: string): boolean {
+  const length = text.length;
+  let point = -1;
+  for (let i = 0; i < length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0x30 && c <= 0x39) continue;
+    if (c !== 0x2e /* . */ || point >= 0) return false;
+    point = i;
+  }
+  return length > 0 && point !== 0 && point !== length - 1;
 }
 
 export function toCurrency(value: unknown, path: string): string | null {

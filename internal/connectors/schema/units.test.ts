@@ -144,6 +144,10 @@ t.test("normalizeRecord rejects with a reason naming field and value", async (t)
     [{ sku: "a", price: "0x1A" }, /^price \(price\) is not a decimal number: "0x1A"/],
     [{ sku: "a", price: "1e" }, /^price \(price\) is not a decimal number/],
     [{ sku: "a", price: ".5" }, /^price \(price\) is not a decimal number/],
+    [{ sku: "a", price: "5." }, /^price \(price\) is not a decimal number: "5\."/],
+    [{ sku: "a", price: "1.2.3" }, /^price \(price\) is not a decimal number/],
+    [{ sku: "a", price: "1..2" }, /^price \(price\) is not a decimal number/],
+    [{ sku: "a", price: "١٢" }, /^price \(price\) is not a decimal number/],
     [
       { sku: "a", price: "1e131072" },
       /^price \(price\) is out of the range of PostgreSQL numeric: "1e131072"/,
