@@ -22,6 +22,12 @@ export interface CompiledField {
   readonly source: string;
   /** The value found (`sum` and `else` applied, before `nullIf` / `nullWhen`); undefined or null: none. */
   read(record: object): unknown;
+  /**
+   * Set when the field is a plain dot path (no `sum`, `else`, expression or constant):
+   * `read(record)` is `readDotPath(record, segments)`, which never throws, so the
+   * per-record hot path may call it without a `try` and without the closure.
+   */
+  readonly segments?: readonly string[] | undefined;
   /** Values that become null (strings compared trimmed). */
   readonly nullIf: readonly unknown[] | undefined;
   /** `nullWhen`: true when the record the field is read from says the field is null. */
@@ -52,6 +58,7 @@ export function parseJmesPath(expression: string): ReturnType<typeof compile> {
 interface Reader {
   source: string;
   read(record: object): unknown;
+  segments?: readonly string[];
 }
 
 /** The forms `else` takes: a spec without modifiers of its own. */
@@ -76,7 +83,7 @@ function pathSegments(path: string, mode: PathMode | undefined): readonly string
 
 function dotPathReader(path: string, mode?: PathMode): Reader {
   const segments = pathSegments(path, mode);
-  return { source: path, read: (record) => readDotPath(record, segments) };
+  return { source: path, read: (record) => readDotPath(record, segments), segments };
 }
 
 function readerOf(spec: BaseSpec, separator: "," | "." | undefined, mode?: PathMode): Reader {
@@ -140,6 +147,7 @@ export function compileFieldSpec(spec: FieldSpec, mode?: PathMode): CompiledFiel
   return {
     source: reader.source,
     read: reader.read,
+    segments: reader.segments,
     nullIf: spec.nullIf,
     nullWhen: spec.nullWhen === undefined ? undefined : compileNullWhen(spec.nullWhen, mode),
     decimalSeparator: separator,

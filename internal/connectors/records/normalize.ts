@@ -1,4 +1,5 @@
 import type { FieldCoverage, Offer, Reject } from "../../ingestion/ports.js";
+import { readDotPath } from "../../platform/dot-path.js";
 import { jsonbText } from "../../platform/exact-json.js";
 import type { FieldsDefinition } from "../schema/connector-schema.js";
 import { type CoveragePlan, coverageOf, coveragePlan, FIXED_SLOTS, newCounts, SLOT } from "./coverage.js";
@@ -39,6 +40,8 @@ class Failed {
 }
 
 function readOrFail(field: CompiledField, record: object, name: string, attribute = false): unknown {
+  const segments = field.segments;
+  if (segments !== undefined) return readDotPath(record, segments);
   try {
     return field.read(record);
   } catch (err) {

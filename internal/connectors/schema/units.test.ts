@@ -34,6 +34,30 @@ t.test("normalizeRecord accepts and converts", async (t) => {
   });
 });
 
+t.test("normalizeRecord: currency codes and control characters in names", async (t) => {
+  const currencyOf = (cur: unknown) => {
+    const result = normalizeRecord({ sku: "a", price: "1", cur }, FIELDS);
+    return "offer" in result ? result.offer.currency : result.reject.reason;
+  };
+  t.equal(currencyOf("RUB"), "RUB");
+  t.equal(currencyOf(" rub "), "RUB", "trimmed and upper-cased");
+  t.equal(currencyOf("Eur"), "EUR");
+  for (const bad of ["RU", "RUBL", "R1B", "\u00c4BC", "", 643]) {
+    t.match(currencyOf(bad), /^currency \(cur\) is not a 3-letter ISO 4217 code/, JSON.stringify(bad));
+  }
+  const nameOf = (name: string) => {
+    const result = normalizeRecord({ sku: "a", price: "1", name }, FIELDS);
+    return "offer" in result ? result.offer.name : result.reject.reason;
+  };
+  t.equal(nameOf("Bolt M8"), "Bolt M8");
+  t.equal(
+    nameOf("a\tb\nc\rd\u0000e\u007ff\u0085g\u009fh\u00a0i"),
+    "a\tb\ncdefgh\u00a0i",
+    "tab and newline kept",
+  );
+  t.equal(nameOf("\u001b[31m"), "[31m");
+});
+
 t.test("normalizeRecord keeps every digit of a price", async (t) => {
   const priceOf = (price: unknown) => {
     const result = normalizeRecord({ sku: "a", price }, FIELDS);
@@ -120,6 +144,10 @@ t.test("normalizeRecord rejects with a reason naming field and value", async (t)
     [{ sku: "a", price: "0x1A" }, /^price \(price\) is not a decimal number: "0x1A"/],
     [{ sku: "a", price: "1e" }, /^price \(price\) is not a decimal number/],
     [{ sku: "a", price: ".5" }, /^price \(price\) is not a decimal number/],
+    [{ sku: "a", price: "5." }, /^price \(price\) is not a decimal number: "5\."/],
+    [{ sku: "a", price: "1.2.3" }, /^price \(price\) is not a decimal number/],
+    [{ sku: "a", price: "1..2" }, /^price \(price\) is not a decimal number/],
+    [{ sku: "a", price: "١٢" }, /^price \(price\) is not a decimal number/],
     [
       { sku: "a", price: "1e131072" },
       /^price \(price\) is out of the range of PostgreSQL numeric: "1e131072"/,
@@ -163,6 +191,28 @@ t.test("scanJsonLimits: depth and record count without recursion", async (t) => 
   t.throws(() => scanJsonLimits('{"d\\u0061ta":{"items":[1,2,3,4]}}', limits));
   t.throws(() => scanJsonLimits("[".repeat(100_000), limits), /maxJsonDepth \(64\)/);
   t.throws(() => scanJsonLimits("[1,2,3,4]", { ...limits, recordsPath: "" }), /the body root/);
+});
+
+t.test("scanJsonLimits follows depth and numbers inside records and values beside them", async (t) => {
+  // Containers off the records path are stepped over without frames: their nesting still counts.
+  const limits = { maxDepth: 6, maxRecords: 3, recordsPath: "data.items" };
+  t.doesNotThrow(() => scanJsonLimits('{"data":{"items":[{"a":[[1]]}]}}', limits), "depth 6 is allowed");
+  t.throws(
+    () => scanJsonLimits('{"data":{"items":[{"a":[[[1]]]}]}}', limits),
+    /JSON body nests deeper than maxJsonDepth \(6\)/,
+  );
+  t.throws(() => scanJsonLimits('{"meta":[[[[[[1]]]]]],"data":{"items":[]}}', limits), /maxJsonDepth \(6\)/);
+  // Brackets and quotes inside strings of a record do not close it: the next records still count.
+  const tricky = '{"n":"]}\\"},{","m":["[",{"k":"}"}]}';
+  t.doesNotThrow(() => scanJsonLimits(`{"data":{"items":[${tricky},${tricky},${tricky}]}}`, limits));
+  t.throws(
+    () => scanJsonLimits(`{"data":{"items":[${tricky},${tricky},${tricky},1]}}`, limits),
+    /more than maxRecordsPerPage \(3\)/,
+  );
+  const flagged = (text: string) => scanJsonLimits(text, { ...limits, maxDepth: 64 }).inexactNumbers;
+  t.ok(flagged('{"meta":{"total":12345678901234567890},"data":{"items":[]}}'), "beside the records");
+  t.ok(flagged('{"data":{"items":[{"p":{"v":4821.1234567890123457}}]}}'), "inside a record");
+  t.notOk(flagged('{"meta":{"total":123},"data":{"items":[{"p":{"v":1.5e3}}]}}'));
 });
 
 t.test("scanJsonLimits counts exactly what JSON.parse finds, whatever the strings hold", async (t) => {
