@@ -73,6 +73,17 @@ async function main(): Promise<ChangesReport> {
       );
     }
     await db.query("vacuum analyze supplier_offer_observations");
+    // The feed stops at the oldest transaction running on the server (an autovacuum's
+    // analyze, say): wait until every row written is behind that horizon.
+    for (let waited = 0; ; waited += 100) {
+      const { rows: open } = await db.query<{ behind: boolean }>(
+        `select coalesce(max(txid) < pg_snapshot_xmin(pg_current_snapshot()), true) as behind
+           from supplier_offer_feed_transactions`,
+      );
+      if (open[0]?.behind) break;
+      if (waited > 60_000) throw new Error("the feed's horizon did not pass the rows written within 60 s");
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     // The position of the last row: a read that skipped or repeated rows ends elsewhere.
     const { rows: end } = await db.query<{ cursor: string }>(
       "select txid::text || ':' || id as cursor from supplier_offer_observations order by txid desc, id desc limit 1",

@@ -557,3 +557,34 @@ t.test("the CLI's chunked read orders transactions as numbers: 9 before 10, 99 b
     "the same rows in the same order as the documented SQL",
   );
 });
+
+t.test("the CLI's chunked read streams a transaction larger than it holds in memory, in order", async (t) => {
+  const { pool } = await setup(t);
+  const before = (await drain(pool, FEED_START)).cursor;
+  // One transaction of 100,000 rows: a chunk of its own, ~13 MB of COPY text, past the 8 MB
+  // held back before the next chunk's COPY is sent; then a small one after it.
+  await pool.query(
+    `insert into supplier_offer_observations (supplier, sku, run_id, content_hash, kind, txid)
+     select 'etm', 'L-' || lpad(n::text, 6, '0'), 1, md5(n::text), 'listed', pg_current_xact_id()
+       from generate_series(1, 100000) n`,
+  );
+  await pool.query(
+    `insert into supplier_offer_observations (supplier, sku, run_id, content_hash, kind, txid)
+     values ('etm', 'S-1', 1, 'h', 'listed', pg_current_xact_id())`,
+  );
+  const expected = await until(
+    async () => {
+      const all = await drain(pool, before, 20_000);
+      return all.changes.length === 100_001 ? all : null;
+    },
+    30_000,
+    "every row in the feed",
+  );
+  const streamed = await streamBatch(pool, { since: before, limit: 200_000 });
+  t.equal(streamed.count, 100_001);
+  t.ok(
+    streamed.rows.every((r, i) => r.cursor === expected.changes[i]?.cursor),
+    "every row once, in the documented SQL's order",
+  );
+  t.equal(streamed.rows.at(-1)?.sku, "S-1");
+});
