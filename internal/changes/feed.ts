@@ -262,8 +262,9 @@ class LastCursor extends Transform {
  * Streams the changes after `q.since` to `out`, one line each (`--json`: one JSON object
  * per line; else tab-separated `cursor kind supplier sku price currency stock observed_at`
  * in COPY's text format), chunk by chunk ({@link chunksAfter}), each through one `COPY … TO
- * STDOUT` of at most what is left of the limit: no row is held in memory (the JSON form
- * turns each line into its object as it passes). The same rows in the same order as
+ * STDOUT` of at most what is left of the limit: at most {@link HELD_BYTES} of a chunk's
+ * rows are held in memory (the JSON form turns each line into its object as it passes on),
+ * whatever the limit. The same rows in the same order as
  * {@link FEED_SQL} (feed.pg.test.ts reads both, mixed, over random interleavings of
  * writers). Returns how many lines were written and the cursor to continue from
  * (`q.since` when none).
@@ -276,7 +277,6 @@ export async function streamChanges(
 ): Promise<{ count: number; cursor: Cursor }> {
   const tracker = options.json ? new CopyTextToJsonLines() : new LastCursor();
   let count = 0;
-  let last: Cursor | null = null;
   // One read-only transaction: its settings fix how timestamps print, whatever the server's.
   await client.query("begin read only");
   try {
@@ -291,7 +291,6 @@ export async function streamChanges(
     const copies = async function* () {
       let held: Buffer[] = [];
       for await (const chunk of chunksAfter(client, q.since)) {
-        if (count >= q.limit) break;
         const source = client.query(copyTo(chunkCopy(client, q, chunk, q.limit - count, options.json)));
         yield* held;
         held = [];
@@ -307,16 +306,18 @@ export async function streamChanges(
           }
         }
         count += source.rowCount;
+        // Stopped here, before the next chunk is asked for: no look-up past the limit.
+        if (count >= q.limit) break;
       }
       yield* held;
     };
     await pipeline(copies, tracker, out, { end: false });
-    last = tracker instanceof LastCursor ? tracker.cursor() : positionCursor(tracker.lastPosition);
     await client.query("commit");
   } catch (err) {
     await client.query("rollback").catch(() => {});
     throw err;
   }
+  const last = tracker instanceof LastCursor ? tracker.cursor() : positionCursor(tracker.lastPosition);
   return { count, cursor: last ?? q.since };
 }
 

@@ -143,7 +143,11 @@ function put(dst: Buffer, at: number, src: Uint8Array, from = 0, to = src.length
   return at;
 }
 
-/** Longer than this (an attributes object), a field is copied by `Buffer.copy`: for a 32-byte hash the call cost more than the loop (1M bench lines: 0.82-0.87 s without the call, 1.02-1.06 s with it past 24 bytes). */
+/**
+ * Longer than this (an attributes object), a field is copied by `Buffer.copy`: for a
+ * 32-byte hash the call cost more than the loop (1M bench lines: 0.82-0.87 s without the
+ * call, 1.02-1.06 s with it past 24 bytes).
+ */
 const NATIVE_COPY_BYTES = 64;
 
 /** Whether `data[from, to)` holds a byte that JSON escapes: a quote, a backslash or a control character. */
@@ -169,7 +173,6 @@ export class CopyTextToJsonLines extends Transform {
   private out = Buffer.allocUnsafe(OUT_BYTES);
   private at = 0;
   private pushed = 0;
-  private readonly tabs = new Int32Array(FIELDS - 1);
   /** Field `k` of the line being converted is `data[starts[k], ends[k])`. */
   private readonly starts = new Int32Array(FIELDS);
   private readonly ends = new Int32Array(FIELDS);
@@ -193,8 +196,8 @@ export class CopyTextToJsonLines extends Transform {
         this.convertLine(data, start, stop);
         this.lines++;
         if (stop === end) {
-          const tabs = this.tabs;
-          this.lastPosition = `${data.toString("latin1", start, tabs[0])}:${data.toString("latin1", (tabs[0] as number) + 1, tabs[1])}`;
+          const { starts, ends } = this;
+          this.lastPosition = `${data.toString("latin1", starts[0], ends[0])}:${data.toString("latin1", starts[1], ends[1])}`;
         }
         start = stop + 1;
       }
@@ -228,7 +231,7 @@ export class CopyTextToJsonLines extends Transform {
   }
 
   private convertLine(data: Buffer, start: number, stop: number): void {
-    const { tabs, starts, ends } = this;
+    const { starts, ends } = this;
     // One pass over the line: its tabs (a valid line has exactly FIELDS - 1) and backslashes
     // (each must be a null's `\N`, else the line takes the string path).
     let fields = 1;
@@ -238,7 +241,6 @@ export class CopyTextToJsonLines extends Transform {
       const b = data[i] as number;
       if (b === TAB) {
         if (fields < FIELDS) {
-          tabs[fields - 1] = i;
           ends[fields - 1] = i;
           starts[fields] = i + 1;
         }
@@ -265,7 +267,7 @@ export class CopyTextToJsonLines extends Transform {
     const out = this.out;
     let at = this.at;
     at = put(out, at, OPEN);
-    at = put(out, at, data, start, tabs[0]);
+    at = this.field(at, data, 0);
     out[at++] = 58; // ":"
     at = this.field(at, data, 1);
     at = put(out, at, SUPPLIER);

@@ -72,8 +72,7 @@ export function scanJsonLimits(text: string, limits: JsonBodyLimits): JsonScan {
   const frames: Frame[] = [];
   let depth = 0;
   const length = text.length;
-  let inexactNumbers = false;
-  /** What {@link skipContainer} found, one object for the whole page rather than one per record. */
+  /** Whether a number literal anywhere is not exact as a double: one object for the page's scan and every {@link skipContainer}. */
   const numbers: SkippedNumbers = { inexact: false };
   for (let i = 0; i < length; i++) {
     const c = text.charCodeAt(i);
@@ -136,28 +135,35 @@ export function scanJsonLimits(text: string, limits: JsonBodyLimits): JsonScan {
     }
     // A number, true, false or null: count it once, at its first character.
     startValue(top, segments, limits);
-    if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39) /* 0-9 */) {
-      // Step over the literal: digits, '.', '+', '-', and 'e'/'E' noted.
-      let j = i + 1;
-      let exponent = false;
-      for (; j < length; j++) {
-        const d = text.charCodeAt(j);
-        if ((d >= 0x30 && d <= 0x39) || d === 0x2e || d === 0x2b || d === 0x2d) continue;
-        if (d === 0x65 || d === 0x45) exponent = true;
-        else break;
-      }
-      if (!inexactNumbers && (exponent || j - i > EXACT_PLAIN_CHARS)) {
-        inexactNumbers = !isExactAsDouble(text.slice(i, j));
-      }
-      i = j - 1;
-    }
+    if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39) /* 0-9 */) i = numberEnd(text, i, numbers) - 1;
   }
-  return { inexactNumbers: inexactNumbers || numbers.inexact };
+  return { inexactNumbers: numbers.inexact };
 }
 
 interface SkippedNumbers {
-  /** Some number literal stepped over by {@link skipContainer} is not exact as a double. */
+  /** Some number literal stepped over is not exact as a double. */
   inexact: boolean;
+}
+
+/**
+ * Steps over the number literal starting at `i` (digits, '.', '+', '-', 'e', 'E'); returns
+ * the index after it. A literal with an exponent or more characters than a double holds
+ * exactly is checked, and `numbers.inexact` set when it is not exact (once set, no more checks).
+ */
+function numberEnd(text: string, i: number, numbers: SkippedNumbers): number {
+  const length = text.length;
+  let j = i + 1;
+  let exponent = false;
+  for (; j < length; j++) {
+    const d = text.charCodeAt(j);
+    if ((d >= 0x30 && d <= 0x39) || d === 0x2e || d === 0x2b || d === 0x2d) continue;
+    if (d === 0x65 || d === 0x45) exponent = true;
+    else break;
+  }
+  if (!numbers.inexact && (exponent || j - i > EXACT_PLAIN_CHARS)) {
+    numbers.inexact = !isExactAsDouble(text.slice(i, j));
+  }
+  return j;
 }
 
 /**
@@ -195,20 +201,7 @@ function skipContainer(
       if (depth === base) return i + 1;
       continue;
     }
-    if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39) /* 0-9 */) {
-      let j = i + 1;
-      let exponent = false;
-      for (; j < length; j++) {
-        const d = text.charCodeAt(j);
-        if ((d >= 0x30 && d <= 0x39) || d === 0x2e || d === 0x2b || d === 0x2d) continue;
-        if (d === 0x65 || d === 0x45) exponent = true;
-        else break;
-      }
-      if (!numbers.inexact && (exponent || j - i > EXACT_PLAIN_CHARS)) {
-        numbers.inexact = !isExactAsDouble(text.slice(i, j));
-      }
-      i = j - 1;
-    }
+    if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39) /* 0-9 */) i = numberEnd(text, i, numbers) - 1;
   }
   return length;
 }
