@@ -252,7 +252,7 @@ async function applyDelist(tx: pg.ClientBase, item: HeldItem): Promise<number | 
     `with item as (
        select created_at from ingestion_held where id = $1
      ), seen as (
-       select distinct unnest(skus) as sku from ingestion_held_skus where held_id = $1
+       select unnest(skus) as sku from ingestion_held_skus where held_id = $1
      ), delisted as (
        update supplier_offers o set delisted_at = now()
         where o.supplier = $3 and o.delisted_at is null

@@ -240,6 +240,42 @@ t.test("delisting after a succeeded run only, and re-appearing offers are relist
   t.equal(await delisted(), 0, "re-appearing offers relisted");
 });
 
+t.test("a SKU on two pages of a run counts once: relisted once, never delisted", async (t) => {
+  const { pool, client } = await setup(t);
+  const first = await run(client, "etm", new Date("2025-01-01T00:00:00Z"));
+  await commitPage(client, { runId: first, supplier: "etm", page: page(1, offers(0, 20)) });
+  await closeRun(client, { runId: first, ...ok });
+  const second = await run(client, "etm", new Date("2025-01-01T06:00:00Z"));
+  await commitPage(client, { runId: second, supplier: "etm", page: page(1, offers(0, 15)) });
+  t.match(await closeRun(client, { runId: second, ...ok }), { counts: { recordsDelisted: 5 } });
+
+  // S15..S19 come back, each on both pages (an unstable page order); S0..S14 on one page each,
+  // S10..S14 on both as well, so every repeated SKU is listed or was delisted.
+  const third = await run(client, "etm", new Date("2025-01-01T12:00:00Z"));
+  await commitPage(client, { runId: third, supplier: "etm", page: page(1, offers(0, 20)) });
+  await commitPage(client, { runId: third, supplier: "etm", page: page(2, offers(10, 20)) });
+  t.match(await closeRun(client, { runId: third, ...ok }), {
+    state: "succeeded",
+    counts: { recordsDelisted: 0 },
+  });
+  const { rows } = await pool.query<{ listed: number; relisted: number }>(
+    `select (select count(*)::int from supplier_offers where supplier = 'etm' and delisted_at is null) as listed,
+            (select count(*)::int from supplier_offer_observations where run_id = $1 and kind = 'relisted') as relisted`,
+    [third],
+  );
+  t.same(rows[0], { listed: 20, relisted: 5 }, "one relisting observation per offer");
+
+  // A run that repeats some SKUs and misses others delists exactly the missed ones.
+  const fourth = await run(client, "etm", new Date("2025-01-01T18:00:00Z"));
+  await commitPage(client, { runId: fourth, supplier: "etm", page: page(1, offers(0, 12)) });
+  await commitPage(client, { runId: fourth, supplier: "etm", page: page(2, offers(5, 12)) });
+  t.match(await closeRun(client, { runId: fourth, ...ok }), { counts: { recordsDelisted: 8 } });
+  const gone = await pool.query<{ skus: string[] }>(
+    "select array_agg(sku order by sku) as skus from supplier_offers where delisted_at is not null",
+  );
+  t.same(gone.rows[0]?.skus, ["S12", "S13", "S14", "S15", "S16", "S17", "S18", "S19"]);
+});
+
 t.test(
   "delisting needs the run's seen set: closing elsewhere, or leftovers of another run, never delist falsely",
   async (t) => {

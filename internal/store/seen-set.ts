@@ -108,35 +108,6 @@ export async function isSeenSetComplete(
 }
 
 /**
- * In one statement: offers of the supplier not seen by the run get `delisted_at`,
- * delisted offers it saw again get it cleared. Offers already in the right state
- * are not touched. Returns how many were delisted.
- */
-export async function applyDelisting(db: pg.ClientBase, runId: number, supplier: string): Promise<number> {
-  const source = isSessionless(db) ? SEEN_TABLE : "pg_temp.supplier_sync_run_seen";
-  const { rows } = await db.query<{ delisted: number }>(
-    `with seen as (
-       select distinct unnest(skus) as sku from ${source} where run_id = $1
-     ), targets as (
-       select o.sku, s.sku is null as delist
-         from supplier_offers o
-         left join seen s on s.sku = o.sku
-        where o.supplier = $2
-          and ((s.sku is null and o.delisted_at is null) or (s.sku is not null and o.delisted_at is not null))
-     ), changed as (
-       update supplier_offers o
-          set delisted_at = case when t.delist then now() end
-         from targets t
-        where o.supplier = $2 and o.sku = t.sku
-       returning t.delist
-     )
-     select count(*) filter (where delist)::int as delisted from changed`,
-    [runId, supplier],
-  );
-  return rows[0]?.delisted ?? 0;
-}
-
-/**
  * Drops the run's staged rows: its durable rows wherever it ran (a run closed from a
  * fresh connection after losing its lease leaves them too), and this session's.
  */
