@@ -5,16 +5,8 @@ import t from "tap";
 import { createMetrics } from "../observability/metrics.js";
 import { systemClock } from "../platform/clock.js";
 import { SecretRegistry } from "../platform/redact.js";
-import { simDefinition, startServer } from "./test-support.js";
+import { simDefinition, startServer, waitFor } from "./test-support.js";
 import { HttpClient } from "./transport/http-client.js";
-
-async function waitFor(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 t.test("an idle pool is dropped when its connection closes, and reopened by the next request", async (t) => {
   let release: (() => void) | undefined;

@@ -2,15 +2,7 @@
 // signal) aborts the request in flight at once.
 import t from "tap";
 import { startSimulator } from "../simulator/index.js";
-import { buildConnector, simDefinition, walkContext } from "./test-support.js";
-
-async function waitFor(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+import { buildConnector, simDefinition, waitFor, walkContext } from "./test-support.js";
 
 t.test("at most one page ahead; return() aborts the prefetch", async (t) => {
   const sim = await startSimulator();

@@ -108,6 +108,15 @@ export async function walkError(connector: Connector, ctx: WalkContext): Promise
   throw new Error("walk was expected to fail but completed");
 }
 
+/** Polls `check` every 5 ms until it holds; fails, naming `what`, after `timeoutMs`. */
+export async function waitFor(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 /** A loopback server with a handler; records every request it receives. */
 export async function startServer(
   t: { teardown(fn: () => unknown): void },
