@@ -37,10 +37,18 @@ t.test("an idle pool is dropped when its connection closes, and reopened by the 
   );
   t.equal(http.openPools, 1);
 
-  // A request in flight keeps the pool even when another connection of it closes.
+  // A connection of the pool closing while another request of it runs leaves the pool be.
+  let closed = 0;
+  server.on("connection", (socket) => socket.on("close", () => closed++));
   const slow = http.send(new URL("/slow", url), { signal, headers: {} });
   await waitFor(() => release !== undefined, "the slow request reached the server");
-  await new Promise((r) => setTimeout(r, 300));
+  const before = closed;
+  t.equal(
+    (await http.send(new URL("/c", url), { signal, headers: {} })).status,
+    200,
+    "on a second connection",
+  );
+  await waitFor(() => closed > before, "the second connection closed by the server (keep-alive over)");
   t.equal(http.openPools, 1, "not dropped while a request runs");
   release?.();
   t.equal((await slow).status, 200);
