@@ -15,7 +15,7 @@
  *   hashes and commits each step in PostgreSQL (`BENCH_DATABASE_URL`, else an
  *   embedded one): a first load of every offer.
  * Reported: rows/s of all three (same run, same machine), `feed` and `pipeline` as a
- * fraction of `bare`, and each child's peak RSS (`process.resourceUsage().maxRSS`);
+ * fraction of `bare`, and each child's peak RSS (`peakRssKb`, bench/measure.ts);
  * the children run with the image's heap flags (bench/node-flags.ts). Targets, for
  * `feed` and `pipeline` alike: peak RSS ≤ 160 MB, and the 1M walk's within 20 % of
  * the 100k walk's.
@@ -42,6 +42,7 @@ import { normalizeRecords } from "../internal/connectors/records/normalize.js";
 import { formatSchema } from "../internal/feeds/format-schema.js";
 import { readFeed } from "../internal/feeds/read-feed.js";
 import { runMain } from "./child-main.js";
+import { peakRssKb } from "./measure.js";
 import { heapFlags } from "./node-flags.js";
 
 // The children measure their peak RSS: the parent's modules (simulator, undici) are
@@ -64,7 +65,7 @@ function option(argv: string[], flag: string): string | undefined {
   return i >= 0 ? argv[i + 1] : undefined;
 }
 
-const maxRssMB = () => Math.round((process.resourceUsage().maxRSS / 1024) * 10) / 10;
+const maxRssMB = () => Math.round((peakRssKb() / 1024) * 10) / 10;
 
 async function walkFeed(file: string): Promise<WalkReport> {
   const started = performance.now();

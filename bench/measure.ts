@@ -1,4 +1,5 @@
 /** Repetitions, medians and the shape of one result row of the benchmark. */
+import { readFileSync } from "node:fs";
 
 export interface Measurement {
   /** Stable id, e.g. `ceiling.copy`, `pipeline.first_load`. */
@@ -58,4 +59,21 @@ export async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; valu
 
 export function rowsPerSecond(rows: number, ms: number): number {
   return ms > 0 ? (rows * 1000) / ms : 0;
+}
+
+/**
+ * This process's peak RSS in KiB since it started: `VmHWM` of /proc/self/status on Linux.
+ * Not `process.resourceUsage().maxRSS`: Linux carries that high-water mark over from the
+ * forked parent through `exec`, so a bench child reported the bench process's RSS
+ * whenever that was larger (a fresh `node -e` spawned by a process of 343 MB: maxRSS
+ * 304 MB, VmHWM 39 MB). `maxRSS` only where /proc is missing.
+ */
+export function peakRssKb(): number {
+  try {
+    const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"));
+    if (match) return Number(match[1]);
+  } catch {
+    // not Linux: below
+  }
+  return process.resourceUsage().maxRSS;
 }

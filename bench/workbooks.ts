@@ -9,7 +9,7 @@
  *   `normalizeRecords`, in steps of 5,000;
  * - `xlsx-bare`: a bare parse of the same file: yauzl inflating the sheet part,
  *   saxes counting `<row>` tags, the floor of any streaming reader.
- * Reported: rows/s and peak RSS (`process.resourceUsage().maxRSS`) of both, `xlsx`
+ * Reported: rows/s and peak RSS (`peakRssKb`, bench/measure.ts) of both, `xlsx`
  * as a fraction of `xlsx-bare` (same run, same machine), and the 1M walk's peak RSS
  * growth over the 100k walk's. Target: within 20 %.
  *
@@ -29,6 +29,7 @@ import { formatSchema } from "../internal/feeds/format-schema.js";
 import { readFeed } from "../internal/feeds/read-feed.js";
 import { openZip } from "../internal/feeds/zip.js";
 import { runMain } from "./child-main.js";
+import { peakRssKb } from "./measure.js";
 import { heapFlags } from "./node-flags.js";
 
 const RSS_GROWTH_TARGET = 0.2;
@@ -44,7 +45,7 @@ interface WalkReport {
   maxRssMB: number;
 }
 
-const maxRssMB = () => Math.round((process.resourceUsage().maxRSS / 1024) * 10) / 10;
+const maxRssMB = () => Math.round((peakRssKb() / 1024) * 10) / 10;
 
 function option(argv: string[], flag: string): string | undefined {
   const i = argv.indexOf(flag);

@@ -10,12 +10,13 @@ import { buildApp } from "../internal/app/app.js";
 import { loadConfig } from "../internal/config/env.js";
 import type { TickResult } from "../internal/ingestion/tick.js";
 import { runMain } from "./child-main.js";
+import { peakRssKb } from "./measure.js";
 
 /** The line the worker prints on stdout. */
 export interface WorkerReport {
   /** Wall time of tickOnce only (not process start, connect or migrations). */
   tickMs: number;
-  /** `process.resourceUsage().maxRSS` in KiB, at the end. */
+  /** Peak RSS in KiB (`peakRssKb`: VmHWM), at the end. */
   maxRssKb: number;
   results: Pick<TickResult, "supplier" | "outcome" | "counts">[];
 }
@@ -31,7 +32,7 @@ async function main(): Promise<WorkerReport> {
   await app.stop();
   return {
     tickMs,
-    maxRssKb: process.resourceUsage().maxRSS,
+    maxRssKb: peakRssKb(),
     results: results.map((r) => ({ supplier: r.supplier, outcome: r.outcome, counts: r.counts })),
   };
 }

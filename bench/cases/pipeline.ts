@@ -7,7 +7,7 @@
  * - fetch baseline: after each first load, a bare undici loop (bench/fetch-loop.ts)
  *   reads the same pages and `JSON.parse`s them, nothing else: what reading the
  *   catalog costs on this box before any validation or writing.
- * - memory: the worker's peak RSS (`process.resourceUsage().maxRSS`) at 100k SKUs
+ * - memory: the worker's peak RSS (`peakRssKb`: VmHWM) at 100k SKUs
  *   and at the full size.
  * - rate limit: a rate-limited supplier walked at the connector's budget; budget
  *   used = requests answered / (burst + rate × walk seconds), and the 429s the
