@@ -170,6 +170,13 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   for (const m of results) {
     if (bareFetch && m.id.startsWith("pipeline.")) m.details.of_bare_fetch = m.median / bareFetch;
   }
+  // What the walk's CPU cost allows on this machine's cores (bench/cpu.ts), as a ratio.
+  for (const m of results) {
+    for (const key of ["cpu_bound", "cpu_bound_without_supplier"]) {
+      const value = m.details[key];
+      if (ceiling && typeof value === "number") m.details[`${key}_x`] = value / ceiling;
+    }
+  }
   const drizzlePeer = results.find((m) => m.id === "peer.drizzle");
   const firstLoad = results.find((m) => m.id === "pipeline.first");
   if (drizzlePeer && firstLoad)

@@ -65,6 +65,24 @@ const FULL_FIXED_TARGETS: Target[] = [
     value: 0.4,
     text: "issue 32: 1 % changed ≥ 0.40× ceiling",
   },
+  // Whether this machine's cores allow issue 32's ratios at all at the CPU the walks
+  // measured (bench/cpu.ts): the rows/s of all that CPU spread perfectly over every core,
+  // over the ceiling. Below a target, no overlap can reach it; only less CPU a row can.
+  ...(
+    [
+      ["first", "first load", 0.25],
+      ["unchanged", "unchanged re-sync", 0.45],
+      ["changed", "1 % changed", 0.4],
+    ] as const
+  ).map(
+    ([name, title, value]): Target => ({
+      id: `pipeline.${name}`,
+      figure: "cpu_bound_x",
+      op: ">=",
+      value,
+      text: `issue 32: ${title}: the CPU measured allows ≥ ${value.toFixed(2)}× on these cores`,
+    }),
+  ),
   {
     id: "pipeline.unchanged",
     figure: "ratio",

@@ -16,6 +16,8 @@ import { peakRssKb } from "./measure.js";
 export interface WorkerReport {
   /** Wall time of tickOnce only (not process start, connect or migrations). */
   tickMs: number;
+  /** CPU seconds of this process (user + system) during tickOnce. */
+  tickCpuS: number;
   /** Peak RSS in KiB (`peakRssKb`: VmHWM), at the end. */
   maxRssKb: number;
   results: Pick<TickResult, "supplier" | "outcome" | "counts">[];
@@ -27,11 +29,14 @@ async function main(): Promise<WorkerReport> {
   const app = buildApp(config);
   await app.open();
   const start = process.hrtime.bigint();
+  const cpuStart = process.cpuUsage();
   const results = await app.tickOnce({ suppliers: config.suppliers.filter((s) => s.enabled), force: true });
   const tickMs = Number(process.hrtime.bigint() - start) / 1e6;
+  const cpu = process.cpuUsage(cpuStart);
   await app.stop();
   return {
     tickMs,
+    tickCpuS: (cpu.user + cpu.system) / 1e6,
     maxRssKb: peakRssKb(),
     results: results.map((r) => ({ supplier: r.supplier, outcome: r.outcome, counts: r.counts })),
   };

@@ -3,7 +3,9 @@
  * serves the catalog, a worker child process (bench/worker.ts: `buildApp` +
  * `tickOnce`, forced) fetches, parses, validates, hashes and commits it.
  * - pipeline: first load, unchanged re-sync, 1 % changed (rows/s over the tick's
- *   wall time; WAL, dead tuples and observations between database probes).
+ *   wall time; WAL, dead tuples and observations between database probes; CPU seconds
+ *   of PostgreSQL, the worker and the simulator, and the rows/s that CPU allows on this
+ *   machine's cores: bench/cpu.ts).
  * - fetch baseline: after each first load, a bare undici loop (bench/fetch-loop.ts)
  *   reads the same pages and `JSON.parse`s them, nothing else: what reading the
  *   catalog costs on this box before any validation or writing.
@@ -18,6 +20,7 @@ import { rmSync } from "node:fs";
 import { startSimulator } from "../../internal/simulator/index.js";
 import type { Simulator } from "../../internal/simulator/types.js";
 import { runFetchLoop, runWorker, writeConnectors } from "../child.js";
+import { type ServerCpu, serverCpu } from "../cpu.js";
 import { probeDatabase, resetTables, waitForSessionsToEnd, walBytesBetween } from "../database.js";
 import { type Measurement, measurement, median, rowsPerSecond } from "../measure.js";
 import type { WorkerReport } from "../worker.js";
@@ -46,15 +49,28 @@ function assertSuccess(report: WorkerReport, what: string): void {
 /** One worker tick between two database probes (the worker's sessions end with it, so its stats are flushed). */
 async function measuredTick(
   ctx: CaseContext,
+  databaseCpu: ServerCpu | undefined,
   env: Record<string, string>,
   rows: number,
   what: string,
 ): Promise<{ cost: WalkCost; rssMb: number }> {
   const before = await probeDatabase(ctx.pool);
+  const databaseStart = databaseCpu?.();
+  const benchStart = process.cpuUsage();
   const report = await runWorker(env, 600_000);
+  const bench = process.cpuUsage(benchStart);
   assertSuccess(report, what);
   await waitForSessionsToEnd(ctx.pool, "supplier-sync");
+  const databaseEnd = databaseCpu?.();
   const after = await probeDatabase(ctx.pool);
+  const cpu =
+    databaseStart === undefined || databaseEnd === undefined
+      ? undefined
+      : {
+          database: databaseEnd - databaseStart,
+          worker: report.tickCpuS,
+          supplier: (bench.user + bench.system) / 1e6,
+        };
   return {
     cost: {
       rowsPerSecond: rowsPerSecond(rows, report.tickMs),
@@ -63,6 +79,8 @@ async function measuredTick(
       updatedRows: after.offersUpdated - before.offersUpdated,
       newObservations: after.observations - before.observations,
       state: report.results[0]?.outcome ?? "none",
+      cpu,
+      rows,
     },
     rssMb: report.maxRssKb / 1024,
   };
@@ -74,6 +92,7 @@ async function measureWalks(ctx: CaseContext, sim: Simulator, memory: boolean): 
     [supplier]: { baseUrl: sim.baseUrl(supplier), limit: pageSize, requestsPerSecond: 10_000, burst: 10_000 },
     small: { baseUrl: sim.baseUrl("small"), limit: pageSize, requestsPerSecond: 10_000, burst: 10_000 },
   });
+  const databaseCpu = await serverCpu(ctx.pool);
   try {
     const env = workerEnv(ctx, dir, [supplier]);
     const costs: { first: WalkCost; unchanged: WalkCost; changed: WalkCost }[] = [];
@@ -83,21 +102,34 @@ async function measureWalks(ctx: CaseContext, sim: Simulator, memory: boolean): 
     for (let rep = 1; rep <= ctx.repetitions; rep++) {
       await resetTables(ctx.pool);
       sim.configure(supplier, { size, pageSize });
-      const first = await measuredTick(ctx, env, size, "first load");
+      const first = await measuredTick(ctx, databaseCpu, env, size, "first load");
       const loop = await runFetchLoop(sim.baseUrl(supplier), pageSize, 600_000);
       if (loop.records !== size) throw new Error(`fetch loop read ${loop.records} records, expected ${size}`);
       fetched.push(rowsPerSecond(loop.records, loop.ms));
-      const unchanged = await measuredTick(ctx, env, size, "unchanged re-sync");
+      const unchanged = await measuredTick(ctx, databaseCpu, env, size, "unchanged re-sync");
       sim.mutate(supplier, { changePrices: Math.round(size / 100) });
-      const changed = await measuredTick(ctx, env, size, "1 % changed");
+      const changed = await measuredTick(ctx, databaseCpu, env, size, "1 % changed");
       costs.push({ first: first.cost, unchanged: unchanged.cost, changed: changed.cost });
       rssLarge.push(Math.max(first.rssMb, unchanged.rssMb, changed.rssMb));
       ctx.progress(
         `pipeline rep ${rep}: first ${Math.round(first.cost.rowsPerSecond)}, bare fetch ${Math.round(fetched.at(-1) ?? 0)}, unchanged ${Math.round(unchanged.cost.rowsPerSecond)}, changed ${Math.round(changed.cost.rowsPerSecond)} rows/s, peak RSS ${Math.round(rssLarge.at(-1) ?? 0)} MB`,
       );
+      const cpuText = (c: WalkCost) =>
+        c.cpu
+          ? `${c.cpu.database.toFixed(1)}/${c.cpu.worker.toFixed(1)}/${c.cpu.supplier.toFixed(1)}`
+          : "n/a";
+      ctx.progress(
+        `pipeline rep ${rep}: CPU s PostgreSQL/worker/simulator: first ${cpuText(first.cost)}, unchanged ${cpuText(unchanged.cost)}, changed ${cpuText(changed.cost)}`,
+      );
       if (memory) {
         sim.configure("small", { size: Math.min(MEMORY_SMALL, size), pageSize });
-        const small = await measuredTick(ctx, workerEnv(ctx, dir, ["small"]), MEMORY_SMALL, "memory 100k");
+        const small = await measuredTick(
+          ctx,
+          databaseCpu,
+          workerEnv(ctx, dir, ["small"]),
+          MEMORY_SMALL,
+          "memory 100k",
+        );
         rssSmall.push(small.rssMb);
       }
     }

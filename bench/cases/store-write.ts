@@ -9,6 +9,7 @@ import type { Page } from "../../internal/ingestion/ports.js";
 import { commitPage } from "../../internal/store/offers.js";
 import { closeRun, startRun } from "../../internal/store/runs.js";
 import { SeenSetPreparation } from "../../internal/store/seen-set.js";
+import { cores, cpuBounds, type WalkCpu } from "../cpu.js";
 import { type DbProbe, probeDatabase, resetTables, settleStats, walBytesBetween } from "../database.js";
 import { type Measurement, measurement, medianOf, rowsPerSecond, timed } from "../measure.js";
 import type { CaseContext } from "./context.js";
@@ -20,6 +21,10 @@ export interface WalkCost {
   updatedRows: number;
   newObservations: number;
   state: string;
+  /** CPU seconds by process, where measured (pipeline walks on a local server). */
+  cpu?: WalkCpu;
+  /** Rows of the walk (for the CPU bound). */
+  rows?: number;
 }
 
 /** One complete run through the store: startRun, every page, closeRun. */
@@ -59,6 +64,26 @@ export async function measureWalk(
   };
 }
 
+/**
+ * CPU seconds by process (medians), the share of the machine's cores the walk kept busy,
+ * and the rows/s its CPU cost allows on these cores (bench/cpu.ts), when every walk has them.
+ */
+function cpuDetails(walks: WalkCost[]): Record<string, number> {
+  const measured = walks.flatMap((w) => (w.cpu && w.rows ? [{ cpu: w.cpu, rows: w.rows, w }] : []));
+  if (measured.length === 0 || measured.length !== walks.length) return {};
+  return {
+    cpu_database_s: medianOf(measured, (m) => m.cpu.database),
+    cpu_worker_s: medianOf(measured, (m) => m.cpu.worker),
+    cpu_supplier_s: medianOf(measured, (m) => m.cpu.supplier),
+    cores_busy: medianOf(
+      measured,
+      (m) => ((m.cpu.database + m.cpu.worker + m.cpu.supplier) * m.w.rowsPerSecond) / m.rows / cores,
+    ),
+    cpu_bound: medianOf(measured, (m) => cpuBounds(m.rows, m.cpu).all),
+    cpu_bound_without_supplier: medianOf(measured, (m) => cpuBounds(m.rows, m.cpu).withoutSupplier),
+  };
+}
+
 /** Measurements of the three walks, from per-repetition costs. */
 export function walkMeasurements(
   prefix: string,
@@ -72,6 +97,7 @@ export function walkMeasurements(
     updated_rows: medianOf(walks, (w) => w.updatedRows),
     new_observations: medianOf(walks, (w) => w.newObservations),
     states: [...new Set(walks.map((w) => w.state))].join(","),
+    ...cpuDetails(walks),
   });
   return (["first", "unchanged", "changed"] as const).map((name) => {
     const walks = pick(name);
