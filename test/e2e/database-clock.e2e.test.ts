@@ -1,6 +1,6 @@
 // docs/architecture.md, Scheduler, issue 19: slots follow the database's clock. Two real daemons whose host
 // clocks are 90 s apart (SUPPLIER_SYNC_TEST_CLOCK_SKEW: -45 s and +45 s) share two
-// suppliers with 6 s and 8 s slots until each has five slots walked (at most 44 s): each slot is walked once, by one of them,
+// suppliers with 6 s and 8 s slots until each has five slots walked (at most 70 s): each slot is walked once, by one of them,
 // and every run's slot_start is on the database's grid.
 import t from "tap";
 import { startSimulator } from "../../internal/simulator/index.js";
@@ -51,7 +51,10 @@ t.test("two daemons 90 s apart: one walk per slot, every slot on the database's 
     `the daemon 45 s ahead measured ${warnings[1]?.offset_ms} ms and warned`,
   );
   // Until each supplier has five slots with a success and both daemons have walked (their
-  // tick lines name the supplier and the slot): within the 44 s the daemons used to be given.
+  // tick lines name the supplier and the slot). Five 8 s slots take ~40 s; the bound leaves
+  // room for three slots missed by a tick starved while CI's two suites share the cores (one
+  // run timed out at 44 s). A missed slot is no failure here: the checks below are about the
+  // slots that were walked, each once and on the database's grid.
   const slotsWalked = (supplier: string) =>
     new Set(
       [...behind.logs(), ...ahead.logs()]
@@ -61,7 +64,7 @@ t.test("two daemons 90 s apart: one walk per slot, every slot on the database's 
   const walked = (d: CliProcess) => d.logs().some((l) => l.outcome === "success");
   await until(
     () => SUPPLIERS.every((s) => slotsWalked(s.name) >= 5) && walked(behind) && walked(ahead),
-    44_000,
+    70_000,
     "five slots with a success per supplier, and a success of each daemon",
   );
   behind.child.kill("SIGTERM");
