@@ -17,6 +17,8 @@ const CLOCK_TICKS_PER_SECOND = 100;
 
 interface ProcStat {
   ppid: number;
+  /** utime + stime, seconds: the process itself. */
+  own: number;
   /** utime + stime + cutime + cstime, seconds: the process and the children it reaped. */
   seconds: number;
 }
@@ -31,8 +33,20 @@ function procStat(pid: number): ProcStat | undefined {
   // Fields after the command name (which may contain spaces) start after the last ')':
   // state ppid … utime(12) stime(13) cutime(14) cstime(15), counted from 1 after it.
   const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-  const ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
-  return { ppid: Number(fields[1]), seconds: ticks / CLOCK_TICKS_PER_SECOND };
+  const [utime, stime, cutime, cstime] = [11, 12, 13, 14].map((i) => Number(fields[i]));
+  const own = (utime ?? 0) + (stime ?? 0);
+  return {
+    ppid: Number(fields[1]),
+    own: own / CLOCK_TICKS_PER_SECOND,
+    seconds: (own + (cutime ?? 0) + (cstime ?? 0)) / CLOCK_TICKS_PER_SECOND,
+  };
+}
+
+/** CPU seconds `pid` has used itself (user + system); throws, naming it, if it is gone. */
+export function processCpuSeconds(pid: number): number {
+  const stat = procStat(pid);
+  if (!stat) throw new Error(`process ${pid}: no /proc/${pid}/stat (exited, or not Linux)`);
+  return stat.own;
 }
 
 /**

@@ -9,6 +9,7 @@ import { spawn } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import type { Simulator } from "../../internal/simulator/types.js";
 import { DAEMON, exitOf, PROJECT_ROOT, writeConnectors } from "../child.js";
+import { processCpuSeconds } from "../cpu.js";
 import { resetTables } from "../database.js";
 import { type Measurement, measurement, median } from "../measure.js";
 import { heapFlags } from "../node-flags.js";
@@ -18,16 +19,6 @@ const SUPPLIERS = 1_000;
 const IDLE_WINDOW_MS = 30_000;
 const SETTLE_MS = 45_000;
 const CATCH_UP_TIMEOUT_MS = 300_000;
-/** USER_HZ: the unit of utime/stime in /proc/<pid>/stat on Linux. */
-const CLOCK_TICKS_PER_SECOND = 100;
-
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  // Fields after the command name (which may contain spaces) start after the last ')'.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
-}
-
 function rssMb(pid: number): number {
   const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return match ? Number(match[1]) / 1024 : Number.NaN;
@@ -96,9 +87,9 @@ export async function measureSchedulerIdle(ctx: CaseContext, sim: Simulator): Pr
       // timing out and the garbage collection of 1,000 walks are not idleness.
       await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
       for (let rep = 1; rep <= ctx.repetitions; rep++) {
-        const before = cpuSeconds(pid);
+        const before = processCpuSeconds(pid);
         await new Promise((resolve) => setTimeout(resolve, IDLE_WINDOW_MS));
-        cpu.push(((cpuSeconds(pid) - before) / (IDLE_WINDOW_MS / 1000)) * 100);
+        cpu.push(((processCpuSeconds(pid) - before) / (IDLE_WINDOW_MS / 1000)) * 100);
         rss.push(rssMb(pid));
         ctx.progress(
           `scheduler idle rep ${rep}: ${cpu.at(-1)?.toFixed(2)} % CPU, ${Math.round(rss.at(-1) ?? 0)} MB RSS`,

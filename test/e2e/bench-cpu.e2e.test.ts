@@ -5,7 +5,7 @@
 import { availableParallelism } from "node:os";
 import pg from "pg";
 import t from "tap";
-import { cpuBounds, serverCpu } from "../../bench/cpu.js";
+import { cpuBounds, processCpuSeconds, serverCpu } from "../../bench/cpu.js";
 import { createTestDatabase } from "../helpers/db.js";
 
 /** ~0.4 s of one backend's CPU on this machine (md5 of 500k strings), whatever the load. */
@@ -42,4 +42,16 @@ t.test("the CPU bound is rows over CPU seconds per core, with and without the su
   t.equal(bounds.all, (1_000 * cores) / 4);
   t.equal(bounds.withoutSupplier, (1_000 * cores) / 3);
   t.ok(Number.isNaN(cpuBounds(1_000, { database: 0, worker: 0, supplier: 0 }).all), "no CPU, no bound");
+});
+
+t.test("a process's own CPU: counted for a live one, a clear error for one that is gone", async (t) => {
+  const before = processCpuSeconds(process.pid);
+  // Busy until Node itself counts 150 ms of CPU (not of wall time: the cores may be shared).
+  const start = process.cpuUsage();
+  for (;;) {
+    const used = process.cpuUsage(start);
+    if (used.user + used.system >= 150_000) break;
+  }
+  t.ok(processCpuSeconds(process.pid) - before >= 0.1, "150 ms of CPU shows (in 10 ms ticks)");
+  t.throws(() => processCpuSeconds(2 ** 30), /process 1073741824: no \/proc\/1073741824\/stat/);
 });
