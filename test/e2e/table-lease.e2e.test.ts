@@ -39,10 +39,12 @@ const pagesOfFirstRun = async (url: string) =>
 
 /**
  * A renewal the holder sent just before the signal may still reach the database after it:
- * the server's `now()` of that renewal can be a few ms later than `since` (2009 ms was
- * measured once against a 2000 ms TTL, under load). The bound allows that in-flight window.
+ * the server's `now()` of that renewal can be later than `since` (2009 ms was measured
+ * once against a 2000 ms TTL, 1991 ms through PgBouncer in a green CI run, while CI's two
+ * suites share the cores). The bound allows that in-flight window. A holder still renewing
+ * after the signal is caught by the takeover below, which waits for the expiry read here.
  */
-const IN_FLIGHT_MS = 250;
+const IN_FLIGHT_MS = 600;
 
 /** The lease row right after a pause or kill: still live, and due to expire within the TTL. */
 async function assertLiveWithinTtl(t: Test, url: string, since: number): Promise<number> {
